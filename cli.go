@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+const usage = `mkbench: a workbench for MetaKernel few-shot learning
+
+Usage:
+  mkbench                       train the default preset (sine-5shot, metakernel) headless
+  mkbench run --preset NAME [--variant V] [--iters N] [--seed S] [--out DIR] [--eval-tasks N]
+  mkbench run --resume DIR [--iters N]
+  mkbench eval --run DIR [--eval-tasks N] [--json]
+  mkbench presets               list presets
+  mkbench --version
+
+Variants: rbf, rff, vrf, vrf+ctx, vrf+cnf, metakernel.
+Runs go to ./runs (or $MKBENCH_RUNS) unless --out is given.
+`
+
+func cli(args []string, stdout, stderr *os.File) int {
+	if len(args) == 0 {
+		return cmdRun([]string{"--preset", "sine-5shot"}, stdout, stderr)
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "eval":
+		return cmdEval(args[1:], stdout, stderr)
+	case "presets":
+		for _, p := range presets.All() {
+			fmt.Fprintf(stdout, "%-14s %s\n", p.Name, p.Summary())
+		}
+		return 0
+	case "--version", "-version", "version":
+		fmt.Fprintf(stdout, "mkbench %s\n", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	return fail(stderr, fmt.Errorf("unknown command %q (run mkbench help for the list)", args[0]))
+}
+
+// newFlags returns a flag set that reports errors through our one-line
+// format instead of printing the whole usage.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%s: %v (see mkbench help)", fs.Name(), err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (flags are written --name value)", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+func flagHelp(fs *flag.FlagSet, w io.Writer) {
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+func cmdRun(args []string, stdout, stderr *os.File) int {
+	fs := newFlags("run")
+	preset := fs.String("preset", "", "preset name (see mkbench presets)")
+	variant := fs.String("variant", "", "rbf, rff, vrf, vrf+ctx, vrf+cnf or metakernel (default: the preset's)")
+	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
+	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
+	out := fs.String("out", "", "run directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
+	evalTasks := fs.Int("eval-tasks", 0, "tasks in the final evaluation (default: the preset's)")
+	resume := fs.String("resume", "", "continue the interrupted run in this directory")
+	quiet := fs.Bool("quiet", false, "print only the final result")
+	if err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flagHelp(fs, stdout)
+			return 0
+		}
+		return fail(stderr, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, n := range []string{"iters", "eval-tasks"} {
+		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
+			return fail(stderr, fmt.Errorf("run: --%s must be positive, got %s", n, fs.Lookup(n).Value))
+		}
+	}
+	if set["seed"] && *seed < 0 {
+		return fail(stderr, fmt.Errorf("run: --seed must be ≥ 0, got %d", *seed))
+	}
+
+	var cfg engine.Config
+	var presetName, dir string
+	var src engine.TaskSource
+	if *resume != "" {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks"} {
+			if set[n] {
+				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can", n))
+			}
+		}
+		ck, err := engine.LoadCheckpoint(filepath.Join(*resume, engine.FileCheckpoint))
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if src, err = presets.NewSource(ck.Source); err != nil {
+			return fail(stderr, err)
+		}
+		cfg, presetName, dir = ck.Config, ck.Preset, *resume
+		if set["iters"] {
+			if *iters < ck.Iter {
+				return fail(stderr, fmt.Errorf("run: --iters %d is below the %d iterations already done", *iters, ck.Iter))
+			}
+			cfg.Iters = *iters
+		}
+		if !*quiet {
+			fmt.Fprintf(stdout, "resuming %s at iteration %d of %d\n", dir, ck.Iter, cfg.Iters)
+		}
+	} else {
+		if *preset == "" {
+			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
+		}
+		p, err := presets.Get(*preset)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		cfg, presetName = p.Config, p.Name
+		v := p.Variant
+		if *variant != "" {
+			v = *variant
+		}
+		if err := cfg.ApplyVariant(v, 4); err != nil {
+			return fail(stderr, err)
+		}
+		if set["iters"] {
+			cfg.Iters = *iters
+		}
+		if set["seed"] {
+			cfg.Seed = uint64(*seed)
+		}
+		if set["eval-tasks"] {
+			cfg.EvalTasks = *evalTasks
+		}
+		if err := cfg.Validate(); err != nil {
+			return fail(stderr, err)
+		}
+		if src, err = presets.NewSource(p.Source); err != nil {
+			return fail(stderr, err)
+		}
+		dir = *out
+		if dir == "" {
+			root := os.Getenv("MKBENCH_RUNS")
+			if root == "" {
+				root = "runs"
+			}
+			dir = filepath.Join(root, fmt.Sprintf("%s-%s-s%d-%s", p.Name, strings.ReplaceAll(cfg.Variant(), "+", "_"), cfg.Seed, time.Now().Format("20060102-150405")))
+		}
+		if !*quiet {
+			fmt.Fprintf(stdout, "training %s, variant %s, seed %d, %d iterations → %s\n", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
+		}
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var obs engine.Observer
+	if !*quiet {
+		obs = progressPrinter(stdout)
+	}
+	res, err := engine.Run(ctx, cfg, src, engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != ""}, obs)
+	if res.Interrupted && (errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStopped)) {
+		fmt.Fprintf(stderr, "mkbench: interrupted at iteration %d; checkpoint saved; continue with: mkbench run --resume %s\n", res.Iters, dir)
+		return 130
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "done: %d iterations in %.1fs (%.2f ms/iter); eval %s\n", res.Iters, res.TrainSeconds, res.MsPerIter, res.Eval)
+	fmt.Fprintf(stdout, "files: %s\n", dir)
+	return 0
+}
+
+// progressPrinter prints a progress line every two seconds.
+func progressPrinter(w io.Writer) engine.Observer {
+	var last time.Time
+	return engine.ObserverFunc(func(s engine.Snapshot) error {
+		if s.Done || time.Since(last) < 2*time.Second {
+			return nil
+		}
+		last = time.Now()
+		eta := "?"
+		if s.ItersPerSec > 0 {
+			eta = (time.Duration(float64(s.Iters-s.Iter)/s.ItersPerSec) * time.Second).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "iter %6d/%d  loss %.4f  data %.4f  kl %.3f  λ %.4f  %.0f it/s  eta %s\n",
+			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, s.ItersPerSec, eta)
+		return nil
+	})
+}
+
+func cmdEval(args []string, stdout, stderr *os.File) int {
+	fs := newFlags("eval")
+	run := fs.String("run", "", "run directory to evaluate")
+	tasks := fs.Int("eval-tasks", 0, "number of evaluation tasks (default: the run's)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flagHelp(fs, stdout)
+			return 0
+		}
+		return fail(stderr, err)
+	}
+	if *run == "" {
+		return fail(stderr, errors.New("eval: --run DIR is required"))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["eval-tasks"] && *tasks <= 0 {
+		return fail(stderr, fmt.Errorf("eval: --eval-tasks must be positive, got %d", *tasks))
+	}
+	ck, err := engine.LoadCheckpoint(filepath.Join(*run, engine.FileCheckpoint))
+	if err != nil {
+		return fail(stderr, err)
+	}
+	src, err := presets.NewSource(ck.Source)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	m, _, err := engine.LoadModel(filepath.Join(*run, engine.FileCheckpoint), src)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer m.Close()
+	c := ck.Config
+	n := c.EvalTasks
+	if set["eval-tasks"] {
+		n = *tasks
+	}
+	res, err := m.Evaluate(n, c.EvalQuery, c.EvalSamples, c.Seed)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter)
+	var sum engine.Summary
+	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+		if sum.Eval.Mean == res.Mean {
+			fmt.Fprintln(stdout, "matches summary.json")
+		} else {
+			fmt.Fprintf(stdout, "differs from summary.json (%.6g)\n", sum.Eval.Mean)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,401 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"math"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Laplace attention kernels. Layout: q (T,m,f), k (T,n,f), weights (T,m,n),
+// out (T,m,f). The sizes are small (n is the number of classes), so plain
+// loops beat GEMM-based formulations, and there is no GEMM for an L1 distance.
+
+type attDims struct{ T, m, n, f int }
+
+// attForward computes out[t,i] = Σ_j w_ij k[t,j] with
+// w_i = softmax_j(−‖q[t,i] − k[t,j]‖₁/√f) and stores w (T·m·n values).
+func attForward(out, w, q, k []float64, d attDims) {
+	inv := 1 / math.Sqrt(float64(d.f))
+	mf, nf, mn := d.m*d.f, d.n*d.f, d.m*d.n
+	miscParallel(d.T, func(t int) {
+		qt, kt := q[t*mf:(t+1)*mf], k[t*nf:(t+1)*nf]
+		ot, wt := out[t*mf:(t+1)*mf], w[t*mn:(t+1)*mn]
+		for i := range d.m {
+			qi := qt[i*d.f : (i+1)*d.f]
+			wi := wt[i*d.n : (i+1)*d.n]
+			mx := math.Inf(-1)
+			for j := range d.n {
+				kj := kt[j*d.f : (j+1)*d.f]
+				var dist float64
+				for l, v := range qi {
+					dist += math.Abs(v - kj[l])
+				}
+				s := -dist * inv
+				wi[j] = s
+				mx = max(mx, s)
+			}
+			// Subtracting the max keeps exp from underflowing to an all-zero
+			// row when distances are large.
+			var sum float64
+			for j, s := range wi {
+				e := math.Exp(s - mx)
+				wi[j] = e
+				sum += e
+			}
+			oi := ot[i*d.f : (i+1)*d.f]
+			clear(oi)
+			for j := range wi {
+				wi[j] /= sum
+				wij := wi[j]
+				kj := kt[j*d.f : (j+1)*d.f]
+				for l, v := range kj {
+					oi[l] += wij * v
+				}
+			}
+		}
+	})
+}
+
+// attBackward computes the gradients of Σ g∘out w.r.t. q and k (either may
+// be nil) from the stored weights w. dw_ij = g_i·k_j; the softmax gives
+// ds_ij = w_ij (dw_ij − Σ_j' w_ij' dw_ij'); d = −√f·s, and
+// ∂‖q_i − k_j‖₁/∂q_il = sign(q_il − k_jl) with sign(0) = 0. Keys are also the
+// values, so dk gets w_ij g_i in addition. scratch holds T·n values.
+func attBackward(dq, dk, q, k, w, g, scratch []float64, d attDims) {
+	inv := 1 / math.Sqrt(float64(d.f))
+	mf, nf, mn := d.m*d.f, d.n*d.f, d.m*d.n
+	miscParallel(d.T, func(t int) {
+		qt, kt := q[t*mf:(t+1)*mf], k[t*nf:(t+1)*nf]
+		wt, gt := w[t*mn:(t+1)*mn], g[t*mf:(t+1)*mf]
+		var dqt, dkt []float64
+		if dq != nil {
+			dqt = dq[t*mf : (t+1)*mf]
+			clear(dqt)
+		}
+		if dk != nil {
+			dkt = dk[t*nf : (t+1)*nf]
+			clear(dkt)
+		}
+		dd := scratch[t*d.n : (t+1)*d.n]
+		for i := range d.m {
+			qi, gi := qt[i*d.f:(i+1)*d.f], gt[i*d.f:(i+1)*d.f]
+			wi := wt[i*d.n : (i+1)*d.n]
+			var ws float64
+			for j, wij := range wi {
+				kj := kt[j*d.f : (j+1)*d.f]
+				var dw float64
+				if dkt != nil {
+					dkj := dkt[j*d.f : (j+1)*d.f]
+					for l, gv := range gi {
+						dw += gv * kj[l]
+						dkj[l] += wij * gv
+					}
+				} else {
+					for l, gv := range gi {
+						dw += gv * kj[l]
+					}
+				}
+				dd[j] = dw
+				ws += wij * dw
+			}
+			for j, wij := range wi {
+				dd[j] = -wij * (dd[j] - ws) * inv
+			}
+			for j, ddj := range dd {
+				if ddj == 0 {
+					continue
+				}
+				kj := kt[j*d.f : (j+1)*d.f]
+				switch {
+				case dqt != nil && dkt != nil:
+					dqi := dqt[i*d.f : (i+1)*d.f]
+					dkj := dkt[j*d.f : (j+1)*d.f]
+					for l, v := range qi {
+						if diff := v - kj[l]; diff > 0 {
+							dqi[l] += ddj
+							dkj[l] -= ddj
+						} else if diff < 0 {
+							dqi[l] -= ddj
+							dkj[l] += ddj
+						}
+					}
+				case dqt != nil:
+					dqi := dqt[i*d.f : (i+1)*d.f]
+					for l, v := range qi {
+						if diff := v - kj[l]; diff > 0 {
+							dqi[l] += ddj
+						} else if diff < 0 {
+							dqi[l] -= ddj
+						}
+					}
+				case dkt != nil:
+					dkj := dkt[j*d.f : (j+1)*d.f]
+					for l, v := range qi {
+						if diff := v - kj[l]; diff > 0 {
+							dkj[l] -= ddj
+						} else if diff < 0 {
+							dkj[l] += ddj
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// attState is the forward cache shared by a forward op and its backward ops.
+// gen counts forward runs so that the backward ops can tell whether their
+// jointly computed gradients belong to the current run.
+type attState struct {
+	dims  attDims
+	w     []float64
+	gen   uint64
+	valid bool
+}
+
+// attGradShared holds both gradients, computed together by whichever of the
+// two backward ops of one SymDiff call runs first: they share the weights'
+// gradient and the sign pass, which is most of the work.
+type attGradShared struct {
+	gen     uint64
+	dq, dk  []float64
+	scratch []float64
+}
+
+// LaplaceAttention returns, for each query q[t,i], Σ_j w_ij k[t,j] with
+// w_i = softmax_j(−‖q[t,i] − k[t,j]‖₁ / √f) — keys are also the values (paper appendix, eq. for the
+// prior network's cross attention). q (T,m,f), k (T,n,f) → (T,m,f). Differentiable w.r.t. q and k
+// (use 0 as the subgradient of |·| at 0). Numerically stable softmax.
+func LaplaceAttention(q, k *gorgonia.Node) (*gorgonia.Node, error) {
+	const fn = "LaplaceAttention"
+	if err := miscCheckNode(fn, "q", q, 3); err != nil {
+		return nil, err
+	}
+	if err := miscCheckNode(fn, "k", k, 3); err != nil {
+		return nil, err
+	}
+	if _, err := attShapes(q.Shape(), k.Shape()); err != nil {
+		return nil, err
+	}
+	op := &attOp{id: miscNextOpID(), st: &attState{}}
+	return gorgonia.ApplyOp(op, q, k)
+}
+
+func attShapes(qs, ks tensor.Shape) (attDims, error) {
+	if qs.Dims() != 3 || ks.Dims() != 3 || qs[0] != ks[0] || qs[2] != ks[2] {
+		return attDims{}, fmt.Errorf("engine: LaplaceAttention: want q (T,m,f), k (T,n,f); got %v, %v", qs, ks)
+	}
+	d := attDims{T: qs[0], m: qs[1], n: ks[1], f: qs[2]}
+	if d.T <= 0 || d.m <= 0 || d.n <= 0 || d.f <= 0 {
+		return attDims{}, fmt.Errorf("engine: LaplaceAttention: empty dimension in q %v, k %v", qs, ks)
+	}
+	return d, nil
+}
+
+func attInputs(vals []gorgonia.Value) (q, k []float64, d attDims, err error) {
+	if len(vals) < 2 {
+		return nil, nil, d, fmt.Errorf("engine: LaplaceAttention: want 2 inputs, got %d", len(vals))
+	}
+	var qs, ks tensor.Shape
+	if q, qs, err = miscFloats(vals[0]); err != nil {
+		return
+	}
+	if k, ks, err = miscFloats(vals[1]); err != nil {
+		return
+	}
+	d, err = attShapes(qs, ks)
+	return
+}
+
+type attOp struct {
+	id uint64
+	st *attState
+}
+
+func (op *attOp) Arity() int { return 2 }
+
+func (op *attOp) Type() hm.Type {
+	t3 := gorgonia.TensorType{Dims: 3, Of: hm.TypeVariable('a')}
+	return hm.NewFnType(t3, t3, t3)
+}
+
+func (op *attOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
+	if len(ds) != 2 {
+		return nil, fmt.Errorf("engine: LaplaceAttention: want 2 inputs, got %d", len(ds))
+	}
+	shapes, err := gorgonia.DimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	d, err := attShapes(shapes[0], shapes[1])
+	if err != nil {
+		return nil, err
+	}
+	return tensor.Shape{d.T, d.m, d.f}, nil
+}
+
+func (op *attOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
+	q, k, d, err := attInputs(vals)
+	if err != nil {
+		return nil, err
+	}
+	out, data := miscNewDense(tensor.Shape{d.T, d.m, d.f})
+	op.forward(data, q, k, d)
+	return out, nil
+}
+
+func (op *attOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgonia.Value, error) {
+	q, k, d, err := attInputs(vals)
+	if err != nil {
+		return nil, err
+	}
+	data, err := miscPrealloc(p, tensor.Shape{d.T, d.m, d.f})
+	if err != nil {
+		return nil, err
+	}
+	op.forward(data, q, k, d)
+	return p, nil
+}
+
+func (op *attOp) forward(out, q, k []float64, d attDims) {
+	st := op.st
+	st.dims = d
+	st.w = miscResize(st.w, d.T*d.m*d.n)
+	attForward(out, st.w, q, k, d)
+	st.gen++
+	st.valid = true
+}
+
+func (op *attOp) ReturnsPtr() bool     { return false }
+func (op *attOp) CallsExtern() bool    { return false }
+func (op *attOp) OverwritesInput() int { return -1 }
+func (op *attOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "engine.LaplaceAttention#%d", op.id)
+}
+func (op *attOp) Hashcode() uint32 { return miscHash(op) }
+func (op *attOp) String() string   { return fmt.Sprintf("LaplaceAttention#%d", op.id) }
+
+func (op *attOp) DiffWRT(inputs int) []bool { return []bool{true, true} }
+
+func (op *attOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if len(inputs) != 2 {
+		return nil, fmt.Errorf("engine: LaplaceAttention: want 2 inputs, got %d", len(inputs))
+	}
+	sh := &attGradShared{}
+	children := []*gorgonia.Node{inputs[0], inputs[1], output, grad}
+	dq, err := gorgonia.ApplyOp(&attGradOp{id: miscNextOpID(), wrt: 0, st: op.st, sh: sh}, children...)
+	if err != nil {
+		return nil, err
+	}
+	dk, err := gorgonia.ApplyOp(&attGradOp{id: miscNextOpID(), wrt: 1, st: op.st, sh: sh}, children...)
+	if err != nil {
+		return nil, err
+	}
+	return gorgonia.Nodes{dq, dk}, nil
+}
+
+// attGradOp produces the gradient w.r.t. q (wrt 0) or k (wrt 1) from
+// (q, k, out, dout).
+type attGradOp struct {
+	id  uint64
+	wrt int
+	st  *attState
+	sh  *attGradShared
+}
+
+func (op *attGradOp) Arity() int { return 4 }
+
+func (op *attGradOp) Type() hm.Type {
+	t3 := gorgonia.TensorType{Dims: 3, Of: hm.TypeVariable('a')}
+	return hm.NewFnType(t3, t3, t3, t3, t3)
+}
+
+func (op *attGradOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
+	if len(ds) != 4 {
+		return nil, fmt.Errorf("engine: LaplaceAttention grad: want 4 inputs, got %d", len(ds))
+	}
+	s, ok := ds[op.wrt].(tensor.Shape)
+	if !ok {
+		return nil, errors.New("engine: LaplaceAttention grad: input is not a shape")
+	}
+	return s.Clone(), nil
+}
+
+func (op *attGradOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
+	return op.do(nil, vals)
+}
+
+func (op *attGradOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgonia.Value, error) {
+	return op.do(p, vals)
+}
+
+func (op *attGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value, error) {
+	if len(vals) != 4 {
+		return nil, fmt.Errorf("engine: LaplaceAttention grad: want 4 inputs, got %d", len(vals))
+	}
+	q, k, d, err := attInputs(vals)
+	if err != nil {
+		return nil, err
+	}
+	g, gs, err := miscFloats(vals[3])
+	if err != nil {
+		return nil, err
+	}
+	if !gs.Eq(tensor.Shape{d.T, d.m, d.f}) {
+		return nil, fmt.Errorf("engine: LaplaceAttention grad: output gradient has shape %v, want (%d,%d,%d)", gs, d.T, d.m, d.f)
+	}
+	shape := tensor.Shape{d.T, d.m, d.f}
+	if op.wrt == 1 {
+		shape = tensor.Shape{d.T, d.n, d.f}
+	}
+	var out gorgonia.Value
+	var data []float64
+	if p != nil {
+		if data, err = miscPrealloc(p, shape); err != nil {
+			return nil, err
+		}
+		out = p
+	} else {
+		out, data = miscNewDense(shape)
+	}
+
+	st, sh := op.st, op.sh
+	if !st.valid || st.dims != d {
+		// Only reachable if the forward op did not run on these inputs:
+		// recompute the weights, and do not trust the shared gradients.
+		st.dims = d
+		st.w = miscResize(st.w, d.T*d.m*d.n)
+		attForward(make([]float64, d.T*d.m*d.f), st.w, q, k, d)
+		st.gen++
+		st.valid = true
+	}
+	if sh.gen != st.gen || sh.dq == nil {
+		sh.dq = miscResize(sh.dq, d.T*d.m*d.f)
+		sh.dk = miscResize(sh.dk, d.T*d.n*d.f)
+		sh.scratch = miscResize(sh.scratch, d.T*d.n)
+		attBackward(sh.dq, sh.dk, q, k, st.w, g, sh.scratch, d)
+		sh.gen = st.gen
+	}
+	if op.wrt == 0 {
+		copy(data, sh.dq)
+	} else {
+		copy(data, sh.dk)
+	}
+	return out, nil
+}
+
+func (op *attGradOp) ReturnsPtr() bool     { return false }
+func (op *attGradOp) CallsExtern() bool    { return false }
+func (op *attGradOp) OverwritesInput() int { return -1 }
+func (op *attGradOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "engine.LaplaceAttentionGrad%d#%d", op.wrt, op.id)
+}
+func (op *attGradOp) Hashcode() uint32 { return miscHash(op) }
+func (op *attGradOp) String() string {
+	return fmt.Sprintf("LaplaceAttentionGrad[%s]#%d", [2]string{"q", "k"}[op.wrt], op.id)
+}

@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Kernel selects how the base-learner's kernel is built.
+type Kernel string
+
+const (
+	// KernelRBF is the paper's RBF baseline: bandwidth = mean pairwise distance
+	// of the task's support features.
+	KernelRBF Kernel = "rbf"
+	// KernelRFF uses random Fourier features with ω ~ N(0, I): a fixed
+	// spectral distribution, no inference network and no KL term.
+	KernelRFF Kernel = "rff"
+	// KernelVRF uses variational random features: ω ~ q(ω|S[,C]).
+	KernelVRF Kernel = "vrf"
+)
+
+// Context selects the task-context network run over the tasks of a meta-batch.
+type Context string
+
+const (
+	// ContextNone infers ω from the task's own support set only.
+	ContextNone Context = "none"
+	// ContextLSTM runs a forward LSTM over the tasks of a meta-batch.
+	ContextLSTM Context = "lstm"
+	// ContextBiLSTM runs a forward and a backward LSTM; the paper's choice.
+	ContextBiLSTM Context = "bilstm"
+)
+
+// Variants are the named ablation settings of the paper, in its table order.
+var Variants = []string{"rbf", "rff", "vrf", "vrf+ctx", "vrf+cnf", "metakernel"}
+
+// Config is a complete, validated description of a model and its training.
+// Zero values are not meaningful defaults: presets fill every field and
+// Validate rejects what cannot run.
+type Config struct {
+	// Model switches; a named variant sets these three (ApplyVariant).
+	Kernel     Kernel  `json:"kernel"`
+	Context    Context `json:"context"`
+	FlowLayers int     `json:"flow_layers"`
+
+	EmbedHidden []int `json:"embed_hidden"` // ψ: MLP widths; the last is the feature dim d
+	InferHidden int   `json:"infer_hidden"` // width of the inference MLP and the LSTM
+	PriorHidden int   `json:"prior_hidden"` // width of the prior network
+	FlowHidden  int   `json:"flow_hidden"`  // width of each coupling network
+	Bases       int   `json:"bases"`        // D: random Fourier bases per task
+
+	KLWeight   float64 `json:"kl_weight"`
+	LambdaInit float64 `json:"lambda_init"`
+
+	Optimizer string  `json:"optimizer"` // "adam" or "sgd" (with momentum)
+	LR        float64 `json:"lr"`
+	Momentum  float64 `json:"momentum"`  // SGD only
+	ClipNorm  float64 `json:"clip_norm"` // global gradient-norm clip; 0 = off
+
+	MetaBatch int `json:"meta_batch"` // tasks per iteration
+	Shot      int `json:"shot"`       // support points per task
+	Query     int `json:"query"`      // query points per task in training
+
+	Iters int    `json:"iters"`
+	Seed  uint64 `json:"seed"`
+
+	LogEvery      int `json:"log_every"`      // iterations between metrics rows
+	SnapshotEvery int `json:"snapshot_every"` // iterations between display snapshots
+	CheckpointSec int `json:"checkpoint_sec"` // seconds between periodic checkpoints; 0 = only at the end
+
+	EvalTasks   int `json:"eval_tasks"`   // fresh tasks in the final evaluation
+	EvalQuery   int `json:"eval_query"`   // query points per evaluation task
+	EvalSamples int `json:"eval_samples"` // ω draws averaged per evaluation prediction
+}
+
+// Variant returns the name of the paper variant c corresponds to, or a
+// description of the switches when it matches none.
+func (c Config) Variant() string {
+	switch {
+	case c.Kernel == KernelRBF:
+		return "rbf"
+	case c.Kernel == KernelRFF:
+		return "rff"
+	case c.Context == ContextNone && c.FlowLayers == 0:
+		return "vrf"
+	case c.Context != ContextNone && c.FlowLayers == 0:
+		return "vrf+ctx"
+	case c.Context == ContextNone && c.FlowLayers > 0:
+		return "vrf+cnf"
+	}
+	return "metakernel"
+}
+
+// ApplyVariant sets the kernel, context and flow switches for a named
+// variant. flowLayers is used by the flow variants (the paper uses 4).
+func (c *Config) ApplyVariant(name string, flowLayers int) error {
+	switch strings.ToLower(name) {
+	case "rbf":
+		c.Kernel, c.Context, c.FlowLayers = KernelRBF, ContextNone, 0
+	case "rff":
+		c.Kernel, c.Context, c.FlowLayers = KernelRFF, ContextNone, 0
+	case "vrf":
+		c.Kernel, c.Context, c.FlowLayers = KernelVRF, ContextNone, 0
+	case "vrf+ctx":
+		c.Kernel, c.Context, c.FlowLayers = KernelVRF, ContextBiLSTM, 0
+	case "vrf+cnf":
+		c.Kernel, c.Context, c.FlowLayers = KernelVRF, ContextNone, flowLayers
+	case "metakernel":
+		c.Kernel, c.Context, c.FlowLayers = KernelVRF, ContextBiLSTM, flowLayers
+	default:
+		return fmt.Errorf("engine: unknown variant %q (choose one of %s)", name, strings.Join(Variants, ", "))
+	}
+	return nil
+}
+
+// FeatureDim is d, the embedding width and hence the dimension of each ω.
+func (c Config) FeatureDim() int { return c.EmbedHidden[len(c.EmbedHidden)-1] }
+
+// Validate reports the first setting that cannot run, naming it.
+func (c Config) Validate() error {
+	var errs []error
+	pos := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+		}
+	}
+	switch c.Kernel {
+	case KernelRBF, KernelRFF, KernelVRF:
+	default:
+		errs = append(errs, fmt.Errorf("kernel %q is not one of rbf, rff, vrf", c.Kernel))
+	}
+	switch c.Context {
+	case ContextNone, ContextLSTM, ContextBiLSTM:
+	default:
+		errs = append(errs, fmt.Errorf("context %q is not one of none, lstm, bilstm", c.Context))
+	}
+	if c.Kernel != KernelVRF && (c.Context != ContextNone || c.FlowLayers != 0) {
+		errs = append(errs, fmt.Errorf("context and flows need the variational kernel (vrf), not %q", c.Kernel))
+	}
+	if c.FlowLayers < 0 {
+		errs = append(errs, fmt.Errorf("flow layers must be ≥ 0, got %d", c.FlowLayers))
+	}
+	if len(c.EmbedHidden) == 0 {
+		errs = append(errs, errors.New("embed_hidden needs at least one layer"))
+	}
+	for i, w := range c.EmbedHidden {
+		pos(fmt.Sprintf("embed_hidden[%d]", i), w)
+	}
+	pos("infer_hidden", c.InferHidden)
+	pos("prior_hidden", c.PriorHidden)
+	pos("flow_hidden", c.FlowHidden)
+	pos("bases (D)", c.Bases)
+	pos("meta-batch", c.MetaBatch)
+	pos("shot", c.Shot)
+	pos("query", c.Query)
+	pos("iters", c.Iters)
+	pos("log_every", c.LogEvery)
+	pos("snapshot_every", c.SnapshotEvery)
+	pos("eval tasks", c.EvalTasks)
+	pos("eval query", c.EvalQuery)
+	pos("eval samples", c.EvalSamples)
+	if c.FlowLayers > 0 && c.FeatureDim() < 2 {
+		errs = append(errs, errors.New("flows need a feature dimension of at least 2"))
+	}
+	if !(c.LR > 0) {
+		errs = append(errs, fmt.Errorf("learning rate must be positive, got %g", c.LR))
+	}
+	if !(c.LambdaInit > 0) {
+		errs = append(errs, fmt.Errorf("lambda_init must be positive, got %g", c.LambdaInit))
+	}
+	if c.KLWeight < 0 || c.ClipNorm < 0 || c.Momentum < 0 || c.Momentum >= 1 || c.CheckpointSec < 0 {
+		errs = append(errs, errors.New("kl_weight, clip_norm and checkpoint_sec must be ≥ 0 and momentum in [0,1)"))
+	}
+	switch c.Optimizer {
+	case "adam", "sgd":
+	default:
+		errs = append(errs, fmt.Errorf("optimizer %q is not adam or sgd", c.Optimizer))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("engine: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}

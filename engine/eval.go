@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+)
+
+// EvalResult is a metric over fresh tasks with its 95% confidence interval.
+type EvalResult struct {
+	Metric string  `json:"metric"` // "mse" for regression
+	Mean   float64 `json:"mean"`
+	CI95   float64 `json:"ci95"` // 1.96·sd/√n over tasks
+	Tasks  int     `json:"tasks"`
+	Query  int     `json:"query"`   // query points per task
+	Draws  int     `json:"samples"` // ω draws averaged per prediction
+	// PerTask holds each task's metric, in stream order.
+	PerTask []float64 `json:"-"`
+}
+
+// String formats the result the way the paper reports it.
+func (r EvalResult) String() string {
+	return fmt.Sprintf("%s %.4f ± %.4f (%d tasks)", r.Metric, r.Mean, r.CI95, r.Tasks)
+}
+
+// Evaluate measures the model on tasks fresh tasks with query points each,
+// drawn from the evaluation stream of seed (disjoint from training). Tasks
+// go through the model in meta-batches of the training size, so the context
+// LSTM sees sequences like those it was trained on; it starts from the
+// model's carried state and carries it across evaluation batches without
+// changing the model's own state. Each prediction averages samples
+// independent draws of the bases (the posterior predictive mean).
+func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, error) {
+	if tasks <= 0 || query <= 0 || samples <= 0 {
+		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
+	}
+	c := m.Cfg
+	res := EvalResult{Metric: "mse", Tasks: tasks, Query: query, Draws: samples, PerTask: make([]float64, 0, tasks)}
+	taskRNG := streamRNG(seed, streamEvalTasks, 0)
+	state := m.State.clone()
+	var b Batch
+	var mean []float64
+	for batch := 0; len(res.PerTask) < tasks; batch++ {
+		T := min(c.MetaBatch, tasks-len(res.PerTask))
+		gr, err := m.graph(shape{T: T, NS: c.Shot, NQ: query})
+		if err != nil {
+			return res, err
+		}
+		b.Resize(T, c.Shot, query, m.Src.InDim(), m.Src.OutDim())
+		m.Src.Sample(taskRNG, &b)
+		n := len(b.YQ)
+		mean = grow(mean, n)
+		clear(mean)
+		var next LSTMState
+		for s := 0; s < samples; s++ {
+			m.drawNoise(streamRNG(seed, streamEvalNoise, uint64(batch*samples+s)), T)
+			st := state.clone()
+			if err := m.run(gr, &b, &st); err != nil {
+				return res, err
+			}
+			if s == 0 {
+				next = st
+			}
+			for i, v := range dataOf(gr.predV)[:n] {
+				mean[i] += v / float64(samples)
+			}
+		}
+		state = next
+		per := query * b.OutDim
+		for t := 0; t < T; t++ {
+			var se float64
+			for i := t * per; i < (t+1)*per; i++ {
+				d := mean[i] - b.YQ[i]
+				se += d * d
+			}
+			res.PerTask = append(res.PerTask, se/float64(per))
+		}
+	}
+	res.Mean, res.CI95 = meanCI(res.PerTask)
+	if math.IsNaN(res.Mean) {
+		return res, fmt.Errorf("engine: evaluation produced NaN: %w", ErrNonFinite)
+	}
+	return res, nil
+}
+
+func meanCI(x []float64) (mean, ci float64) {
+	n := float64(len(x))
+	for _, v := range x {
+		mean += v
+	}
+	mean /= n
+	if len(x) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, v := range x {
+		ss += (v - mean) * (v - mean)
+	}
+	return mean, 1.96 * math.Sqrt(ss/(n-1)) / math.Sqrt(n)
+}
+
+// Display is what the workbench draws of one fixed task: the bases after
+// every flow step and, for 1-D regression, the fit.
+type Display struct {
+	Iter int
+	// OmegaSteps[k] holds the D×Dim bases of the display task after flow
+	// step k (k = 0 is the Gaussian q0); one entry without flows, none for
+	// the RBF kernel.
+	OmegaSteps [][]float64
+	D, Dim     int
+
+	GridX, Truth       []float64
+	PredMean, PredSD   []float64 // over Draws draws of the bases
+	SupportX, SupportY []float64
+	TaskMSE            float64 // of PredMean against Truth on the grid
+	Draws              int
+}
+
+const displayGrid = 100
+
+// Display computes the display snapshot for display task number task (a
+// fixed stream, so the same number gives the same task in every run).
+func (m *Model) Display(iter, task, draws int) (*Display, error) {
+	cs, ok := m.Src.(CurveSource)
+	if !ok {
+		return nil, nil
+	}
+	c := m.Cfg
+	gr, err := m.graph(shape{T: 1, NS: c.Shot, NQ: displayGrid})
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := cs.Domain()
+	grid := make([]float64, displayGrid)
+	for i := range grid {
+		grid[i] = lo + (hi-lo)*float64(i)/float64(displayGrid-1)
+	}
+	var b Batch
+	b.Resize(1, c.Shot, displayGrid, 1, 1)
+	cs.SampleCurve(streamRNG(c.Seed, streamDisplayTask, uint64(task)), &b, grid)
+	d := &Display{Iter: iter, D: c.Bases, Dim: c.FeatureDim(), GridX: grid, Draws: draws,
+		Truth:    append([]float64(nil), b.YQ...),
+		SupportX: append([]float64(nil), b.XS...), SupportY: append([]float64(nil), b.YS...),
+		PredMean: make([]float64, displayGrid), PredSD: make([]float64, displayGrid)}
+	sq := make([]float64, displayGrid)
+	for s := 0; s < draws; s++ {
+		m.drawNoise(streamRNG(c.Seed, streamDisplayNoise, uint64(iter)*1024+uint64(s)), 1)
+		st := m.State.clone()
+		if err := m.run(gr, &b, &st); err != nil {
+			return nil, err
+		}
+		for i, v := range dataOf(gr.predV)[:displayGrid] {
+			d.PredMean[i] += v
+			sq[i] += v * v
+		}
+		if s > 0 {
+			continue
+		}
+		switch {
+		case gr.flow != nil:
+			d.OmegaSteps = gr.flow.Steps(0)
+		case gr.omega0V != nil:
+			d.OmegaSteps = [][]float64{append([]float64(nil), dataOf(gr.omega0V)...)}
+		case c.Kernel == KernelRFF:
+			d.OmegaSteps = [][]float64{append([]float64(nil), m.eps[:c.Bases*c.FeatureDim()]...)}
+		}
+	}
+	var se float64
+	for i := range grid {
+		mu := d.PredMean[i] / float64(draws)
+		d.PredMean[i] = mu
+		d.PredSD[i] = math.Sqrt(math.Max(0, sq[i]/float64(draws)-mu*mu))
+		se += (mu - d.Truth[i]) * (mu - d.Truth[i])
+	}
+	d.TaskMSE = se / displayGrid
+	return d, nil
+}

@@ -1,0 +1,1177 @@
+package engine
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/blas/gonum"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// FlowSpec describes a stack of conditional affine coupling layers (RealNVP
+// double coupling, conditioned on a per-task context vector).
+//
+// Layer k (0-based) splits the Dim coordinates into a first target set A and
+// a second target set B: for even k, A = [0, ⌊Dim/2⌋) and B = [⌊Dim/2⌋, Dim);
+// for odd k, A = even indices and B = odd indices. Coordinates are never
+// permuted, so dimension j of every intermediate ω keeps its meaning. Each
+// layer maps x to y by
+//
+//	y_A = x_A ⊙ exp(s1) + t1,  (s1, t1) = net1(x_B, h)
+//	y_B = x_B ⊙ exp(s2) + t2,  (s2, t2) = net2(y_A, h)
+//
+// where net(x, h): hid = ReLU(W1ᵀx + Wcᵀh + b1), out = W2ᵀhid + b2,
+// s = tanh(out[:m]), t = out[m:], m = |target|. Its log|det| is Σs1 + Σs2.
+//
+// Theta layout: for k = 0..Layers-1, the block of net1 then the block of
+// net2; each block is, row-major and contiguous,
+//
+//	W1 (nIn × Hidden), Wc (Cond × Hidden), b1 (Hidden), W2 (Hidden × 2m), b2 (2m)
+//
+// with nIn = |other half| and m = |target half|. Row i of W1 weighs the i-th
+// coordinate of the other half in increasing index order; columns [0, m) of
+// W2 and b2 produce s and columns [m, 2m) produce t, column j of each for
+// the j-th coordinate of the target half.
+type FlowSpec struct {
+	Layers int // K, number of coupling layers (each with two halves)
+	Dim    int // d, dimension of ω
+	Cond   int // c, dimension of the context vector h
+	Hidden int // H, hidden width of each coupling network
+}
+
+// Validate reports whether the spec describes a flow the kernels support.
+// Layers == 0 is rejected rather than treated as the identity: a model
+// without a flow should use ω0 directly with log-det 0 and skip the op.
+func (s FlowSpec) Validate() error {
+	switch {
+	case s.Layers < 1:
+		return fmt.Errorf("flow: Layers = %d, want ≥ 1 (without a flow use ω0 itself, log-det 0)", s.Layers)
+	case s.Dim < 2:
+		return fmt.Errorf("flow: Dim = %d, want ≥ 2 (both coupling halves need a coordinate)", s.Dim)
+	case s.Cond < 1:
+		return fmt.Errorf("flow: Cond = %d, want ≥ 1", s.Cond)
+	case s.Hidden < 1:
+		return fmt.Errorf("flow: Hidden = %d, want ≥ 1", s.Hidden)
+	}
+	return nil
+}
+
+// flowHalf locates one coupling network inside theta.
+type flowHalf struct {
+	nIn, m             int // input width (other half) and target width
+	w1, wc, b1, w2, b2 int // offsets into theta
+	end                int
+}
+
+// flowLayer holds the partition of one layer and its two networks: h[0]
+// updates the coordinates in a from those in b, h[1] then updates b from the
+// new a. va and vb locate a and b as rows of a feature-major matrix.
+type flowLayer struct {
+	a, b   []int
+	va, vb flowRows
+	h      [2]flowHalf
+}
+
+func (s FlowSpec) layout() []flowLayer {
+	layers := make([]flowLayer, s.Layers)
+	off := 0
+	half := func(nIn, m int) flowHalf {
+		h := flowHalf{nIn: nIn, m: m, w1: off}
+		h.wc = h.w1 + nIn*s.Hidden
+		h.b1 = h.wc + s.Cond*s.Hidden
+		h.w2 = h.b1 + s.Hidden
+		h.b2 = h.w2 + s.Hidden*2*m
+		h.end = h.b2 + 2*m
+		off = h.end
+		return h
+	}
+	for k := range layers {
+		var a, b []int
+		if k%2 == 0 {
+			for j := 0; j < s.Dim; j++ {
+				if j < s.Dim/2 {
+					a = append(a, j)
+				} else {
+					b = append(b, j)
+				}
+			}
+		} else {
+			for j := 0; j < s.Dim; j++ {
+				if j%2 == 0 {
+					a = append(a, j)
+				} else {
+					b = append(b, j)
+				}
+			}
+		}
+		l := &layers[k]
+		l.a, l.b = a, b
+		l.va, l.vb = flowRows{0, 1}, flowRows{len(a), 1}
+		if k%2 == 1 {
+			l.va, l.vb = flowRows{0, 2}, flowRows{1, 2}
+		}
+		l.h[0] = half(len(b), len(a))
+		l.h[1] = half(len(a), len(b))
+	}
+	return layers
+}
+
+// NumParams returns the length of theta.
+func (s FlowSpec) NumParams() int {
+	if s.Layers <= 0 {
+		return 0
+	}
+	// Per layer the two halves together hold W1: d·H, Wc: 2·c·H, b1: 2·H,
+	// W2: 2·d·H, b2: 2·d.
+	return s.Layers * (3*s.Dim*s.Hidden + 2*s.Cond*s.Hidden + 2*s.Hidden + 2*s.Dim)
+}
+
+// Init fills theta (len NumParams) for a near-identity start: W1 and Wc are
+// He-normal over the joint fan-in nIn+Cond of the hidden pre-activation, b1 = 0,
+// W2 ~ N(0, 0.01²) and b2 = 0, so s and t start close to zero.
+func (s FlowSpec) Init(rng *rand.Rand, theta []float64) {
+	if len(theta) != s.NumParams() {
+		panic(fmt.Sprintf("flow: Init got %d parameters, want %d", len(theta), s.NumParams()))
+	}
+	for _, l := range s.layout() {
+		for _, h := range l.h {
+			std := math.Sqrt(2 / float64(h.nIn+s.Cond))
+			for i := h.w1; i < h.b1; i++ {
+				theta[i] = std * rng.NormFloat64()
+			}
+			for i := h.b1; i < h.w2; i++ {
+				theta[i] = 0
+			}
+			for i := h.w2; i < h.b2; i++ {
+				theta[i] = 0.01 * rng.NormFloat64()
+			}
+			for i := h.b2; i < h.end; i++ {
+				theta[i] = 0
+			}
+		}
+	}
+}
+
+// flowChunks is the fixed number of task chunks the work is split into.
+// Parameter gradients are summed per chunk and then over chunks in order,
+// so the result never depends on how many cores run the chunks; 4 keeps
+// two cores balanced while the partial buffers stay small.
+const flowChunks = 4
+
+// flowRows views the rows of a feature-major D-column matrix that belong to
+// one half of a partition: row j of the view is row row0 + j·step.
+type flowRows struct{ row0, step int }
+
+func (v flowRows) of(D int) (off, ld int) { return v.row0 * D, v.step * D }
+
+// flowTask is the forward cache of one task. Everything is stored
+// feature-major (one row of D samples per feature) so that every BLAS call
+// runs along the long sample axis and the coupling halves are plain strided
+// row views: no gathering or scattering between layers.
+type flowTask struct {
+	w   [][]float64    // ω_0..ω_K, each Dim×D
+	hid [][2][]float64 // per layer and half: H×D hidden activations
+	s   [][2][]float64 // per layer and half: m×D tanh scales
+	e   [][2][]float64 // per layer and half: m×D exp(s)
+}
+
+// flowScratch is per-chunk working memory; a chunk is processed by one
+// goroutine at a time.
+type flowScratch struct {
+	ld, gl []float64 // D
+	out    []float64 // 2m×D network output (forward) or its gradient
+	ghid   []float64 // H×D
+	gw     []float64 // Dim×D gradient w.r.t. the current ω
+}
+
+// FlowKernel evaluates a conditional coupling flow on plain float64 slices,
+// keeping the forward intermediates needed by Backward. Buffers are sized on
+// first use and reused; a FlowKernel is not safe for concurrent use.
+type FlowKernel struct {
+	spec   FlowSpec
+	layers []flowLayer
+	nP     int
+
+	T, D   int
+	chunks [][2]int
+
+	cond, theta []float64 // inputs of the last Forward (not copied)
+	fwdDone     bool
+	bwdDone     bool
+
+	ctx, gctx [][2][]float64 // per layer and half: T×H context term Wcᵀh+b1 and its gradient
+	w1t, w2t  [][2][]float64 // per layer and half: W1ᵀ (H×nIn) and W2ᵀ (2m×H)
+	tasks     []flowTask
+	scr       []flowScratch
+	part      [][]float64 // per chunk: partial gradient in theta layout (W1, W2, b2 only)
+}
+
+// NewFlowKernel returns a kernel for spec.
+func NewFlowKernel(spec FlowSpec) (*FlowKernel, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	k := &FlowKernel{spec: spec, layers: spec.layout(), nP: spec.NumParams()}
+	K := spec.Layers
+	k.ctx = make([][2][]float64, K)
+	k.gctx = make([][2][]float64, K)
+	k.w1t = make([][2][]float64, K)
+	k.w2t = make([][2][]float64, K)
+	for l := range k.layers {
+		for i, h := range k.layers[l].h {
+			k.w1t[l][i] = make([]float64, spec.Hidden*h.nIn)
+			k.w2t[l][i] = make([]float64, 2*h.m*spec.Hidden)
+		}
+	}
+	return k, nil
+}
+
+// Spec returns the kernel's spec.
+func (k *FlowKernel) Spec() FlowSpec { return k.spec }
+
+func (k *FlowKernel) resize(T, D int) {
+	if T == k.T && D == k.D && k.scr != nil {
+		return
+	}
+	k.T, k.D = T, D
+	s := k.spec
+	d, H, K := s.Dim, s.Hidden, s.Layers
+	nc := min(T, flowChunks)
+	k.chunks = make([][2]int, nc)
+	for c := range k.chunks {
+		k.chunks[c] = [2]int{c * T / nc, (c + 1) * T / nc}
+	}
+	for l := range k.layers {
+		for i := range k.layers[l].h {
+			k.ctx[l][i] = make([]float64, T*H)
+			k.gctx[l][i] = make([]float64, T*H)
+		}
+	}
+	// One slab per task keeps a task's cache contiguous for the core that
+	// runs it.
+	per := (K+1)*d*D + K*2*H*D + K*2*d*D
+	k.tasks = make([]flowTask, T)
+	for t := range k.tasks {
+		slab := make([]float64, per)
+		take := func(n int) []float64 {
+			b := slab[:n:n]
+			slab = slab[n:]
+			return b
+		}
+		ft := &k.tasks[t]
+		ft.w = make([][]float64, K+1)
+		for j := range ft.w {
+			ft.w[j] = take(d * D)
+		}
+		ft.hid = make([][2][]float64, K)
+		ft.s = make([][2][]float64, K)
+		ft.e = make([][2][]float64, K)
+		for l := range k.layers {
+			for i, h := range k.layers[l].h {
+				ft.hid[l][i] = take(H * D)
+				ft.s[l][i] = take(h.m * D)
+				ft.e[l][i] = take(h.m * D)
+			}
+		}
+	}
+	maxM := d - d/2
+	k.scr = make([]flowScratch, nc)
+	k.part = make([][]float64, nc)
+	for c := range k.scr {
+		k.scr[c] = flowScratch{
+			ld: make([]float64, D), gl: make([]float64, D),
+			out: make([]float64, 2*maxM*D), ghid: make([]float64, H*D), gw: make([]float64, d*D),
+		}
+		k.part[c] = make([]float64, k.nP)
+	}
+}
+
+// parallel runs fn(c) for every chunk, in reverse chunk order if rev.
+// Chunks are claimed dynamically by min(GOMAXPROCS, chunks) goroutines,
+// which is safe for determinism because each chunk writes only its own
+// scratch, partials and task rows.
+func (k *FlowKernel) parallel(rev bool, fn func(c int)) {
+	n := len(k.chunks)
+	w := min(runtime.GOMAXPROCS(0), n)
+	order := func(i int) int {
+		if rev {
+			return n - 1 - i
+		}
+		return i
+	}
+	if w <= 1 {
+		for i := 0; i < n; i++ {
+			fn(order(i))
+		}
+		return
+	}
+	var next atomic.Int32
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= n {
+				return
+			}
+			fn(order(i))
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(w - 1)
+	for i := 0; i < w-1; i++ {
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+}
+
+// flowGemm computes C = A·B + beta·C (A, B optionally transposed) with
+// blas64. gonum's Dgemm forks goroutines once C spans ≥ 4 blocks of 64×64;
+// tasks already occupy every core, so with gonum installed calls are cut
+// into panels that stay below that threshold (serial and allocation-free).
+// Another implementation (blas64.Use) gets whole products.
+func flowGemm(tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	rows, cols := m, n
+	if _, ok := blas64.Implementation().(gonum.Implementation); ok && ((m+63)/64)*((n+63)/64) >= 4 {
+		rows = 64
+		if (n+63)/64 >= 4 {
+			cols = 192
+		}
+	}
+	for i := 0; i < m; i += rows {
+		mb := min(rows, m-i)
+		for j := 0; j < n; j += cols {
+			nb := min(cols, n-j)
+			ta, tb := blas.NoTrans, blas.NoTrans
+			var A, B blas64.General
+			if tA {
+				ta = blas.Trans
+				A = blas64.General{Rows: k, Cols: mb, Stride: lda, Data: a[i:]}
+			} else {
+				A = blas64.General{Rows: mb, Cols: k, Stride: lda, Data: a[i*lda:]}
+			}
+			if tB {
+				tb = blas.Trans
+				B = blas64.General{Rows: nb, Cols: k, Stride: ldb, Data: b[j*ldb:]}
+			} else {
+				B = blas64.General{Rows: k, Cols: nb, Stride: ldb, Data: b[j:]}
+			}
+			C := blas64.General{Rows: mb, Cols: nb, Stride: ldc, Data: c[i*ldc+j:]}
+			blas64.Gemm(ta, tb, 1, A, B, beta, C)
+		}
+	}
+}
+
+// flowTranspose writes the transpose of the r×c matrix src (row stride lds)
+// into dst (row stride ldd).
+func flowTranspose(dst []float64, ldd int, src []float64, lds, r, c int) {
+	for i := 0; i < r; i++ {
+		row := src[i*lds : i*lds+c]
+		for j, v := range row {
+			dst[j*ldd+i] = v
+		}
+	}
+}
+
+// Forward maps omega0 (T×D×Dim) through the flow conditioned on cond (T×Cond)
+// with parameters theta (NumParams) and writes out (T×D×(Dim+1)): the last
+// column of each row is the summed log|det| of that sample. cond and theta
+// are kept by reference for Backward and must not change in between.
+func (k *FlowKernel) Forward(T, D int, omega0, cond, theta, out []float64) error {
+	s := k.spec
+	d, c, H := s.Dim, s.Cond, s.Hidden
+	switch {
+	case T < 1 || D < 1:
+		return fmt.Errorf("flow: T = %d, D = %d, want ≥ 1", T, D)
+	case len(omega0) != T*D*d:
+		return fmt.Errorf("flow: omega0 has %d values, want T·D·Dim = %d", len(omega0), T*D*d)
+	case len(cond) != T*c:
+		return fmt.Errorf("flow: cond has %d values, want T·Cond = %d", len(cond), T*c)
+	case len(theta) != k.nP:
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.nP)
+	case len(out) != T*D*(d+1):
+		return fmt.Errorf("flow: out has %d values, want T·D·(Dim+1) = %d", len(out), T*D*(d+1))
+	}
+	k.resize(T, D)
+	k.cond, k.theta = cond, theta
+	for l := range k.layers {
+		for i, h := range k.layers[l].h {
+			// Wcᵀh + b1 is shared by all D samples of a task.
+			ctx := k.ctx[l][i]
+			b1 := theta[h.b1 : h.b1+H]
+			for t := 0; t < T; t++ {
+				copy(ctx[t*H:(t+1)*H], b1)
+			}
+			flowGemm(false, false, T, H, c, cond, c, theta[h.wc:], H, 1, ctx, H)
+			flowTranspose(k.w1t[l][i], h.nIn, theta[h.w1:h.wc], H, h.nIn, H)
+			flowTranspose(k.w2t[l][i], H, theta[h.w2:h.b2], 2*h.m, H, 2*h.m)
+		}
+	}
+	k.parallel(false, func(ci int) {
+		sc := &k.scr[ci]
+		for t := k.chunks[ci][0]; t < k.chunks[ci][1]; t++ {
+			k.forwardTask(t, sc, omega0, out)
+		}
+	})
+	k.fwdDone, k.bwdDone = true, false
+	return nil
+}
+
+func (k *FlowKernel) forwardTask(t int, sc *flowScratch, omega0, out []float64) {
+	d, D := k.spec.Dim, k.D
+	ft := &k.tasks[t]
+	flowTranspose(ft.w[0], D, omega0[t*D*d:], d, D, d)
+	ld := sc.ld
+	clear(ld)
+	for l := range k.layers {
+		L := &k.layers[l]
+		in, nw := ft.w[l], ft.w[l+1]
+		va, vb := L.va, L.vb
+		// Half 1 writes the A rows of ω_{l+1} from the B rows of ω_l, half 2
+		// its B rows from those new A rows: together every row.
+		k.halfForward(l, 0, t, in, vb, in, va, nw, sc)
+		k.halfForward(l, 1, t, nw, va, in, vb, nw, sc)
+	}
+	o := out[t*D*(d+1) : (t+1)*D*(d+1)]
+	flowTranspose(o, d+1, ft.w[len(k.layers)], D, d, D)
+	for r, v := range ld {
+		o[r*(d+1)+d] = v
+	}
+}
+
+// flowReLU clamps v at zero without a data-dependent branch (the signs of
+// pre-activations are unpredictable); -0 also becomes +0, so later masks can
+// test the bits for zero.
+func flowReLU(v []float64) {
+	for j, x := range v {
+		b := math.Float64bits(x)
+		v[j] = math.Float64frombits(b &^ uint64(int64(b)>>63))
+	}
+}
+
+// halfForward applies coupling half i of layer l to task t: the target rows
+// vt of y (feature-major) become x ⊙ exp(s) + t, with x the same rows of xin
+// and (s, t) computed from rows vo of src. It caches hid, s and e = exp(s)
+// and adds Σs to the per-sample log-det.
+func (k *FlowKernel) halfForward(l, i, t int, src []float64, vo flowRows, xin []float64, vt flowRows, y []float64, sc *flowScratch) {
+	h := &k.layers[l].h[i]
+	ft := &k.tasks[t]
+	D, H, m := k.D, k.spec.Hidden, h.m
+	theta := k.theta
+	hid := ft.hid[l][i]
+	ctx := k.ctx[l][i][t*H : (t+1)*H]
+	for u, v := range ctx {
+		row := hid[u*D : (u+1)*D]
+		for r := range row {
+			row[r] = v
+		}
+	}
+	oo, ldo := vo.of(D)
+	flowGemm(false, false, H, D, h.nIn, k.w1t[l][i], h.nIn, src[oo:], ldo, 1, hid, D)
+	flowReLU(hid)
+	m2 := 2 * m
+	out := sc.out[:m2*D]
+	flowGemm(false, false, m2, D, H, k.w2t[l][i], H, hid, D, 0, out, D)
+	b2 := theta[h.b2 : h.b2+m2]
+	ot, ldt := vt.of(D)
+	ss, es := ft.s[l][i], ft.e[l][i]
+	ld := sc.ld[:D]
+	for j := 0; j < m; j++ {
+		bs, bt := b2[j], b2[m+j]
+		os := out[j*D : (j+1)*D]
+		oT := out[(m+j)*D : (m+j+1)*D]
+		xr := xin[ot+j*ldt : ot+j*ldt+D]
+		yr := y[ot+j*ldt : ot+j*ldt+D]
+		sr := ss[j*D : (j+1)*D]
+		er := es[j*D : (j+1)*D]
+		for r := range sr {
+			sv := math.Tanh(os[r] + bs)
+			ev := math.Exp(sv)
+			sr[r] = sv
+			er[r] = ev
+			yr[r] = xr[r]*ev + (oT[r] + bt)
+			ld[r] += sv
+		}
+	}
+}
+
+// Backward propagates gOut (T×D×(Dim+1), the gradient of a loss w.r.t. the
+// output of the last Forward) and overwrites gOmega0 (T×D×Dim), gCond
+// (T×Cond) and gTheta (NumParams) with the loss gradients.
+func (k *FlowKernel) Backward(gOut, gOmega0, gCond, gTheta []float64) error {
+	if err := k.backwardCore(k.theta, gOut, gOmega0); err != nil {
+		return err
+	}
+	if err := k.gradTheta(k.cond, gTheta); err != nil {
+		return err
+	}
+	return k.gradCond(k.theta, gCond)
+}
+
+// backwardCore does the per-task work of Backward: it writes gOmega0 and
+// leaves per-chunk parameter partials and the context gradients for
+// gradTheta and gradCond. theta must hold the values of the matching
+// Forward.
+func (k *FlowKernel) backwardCore(theta, gOut, gOmega0 []float64) error {
+	if !k.fwdDone {
+		return fmt.Errorf("flow: Backward before Forward")
+	}
+	T, D, d := k.T, k.D, k.spec.Dim
+	switch {
+	case len(theta) != k.nP:
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.nP)
+	case len(gOut) != T*D*(d+1):
+		return fmt.Errorf("flow: output gradient has %d values, want %d", len(gOut), T*D*(d+1))
+	case len(gOmega0) != T*D*d:
+		return fmt.Errorf("flow: omega0 gradient has %d values, want %d", len(gOmega0), T*D*d)
+	}
+	// Tasks run in the reverse of the forward order, so the most recently
+	// written caches, still in the shared L3, are read first.
+	k.parallel(true, func(ci int) {
+		p := k.part[ci]
+		for l := range k.layers {
+			for _, h := range k.layers[l].h {
+				clear(p[h.w1:h.wc])
+				clear(p[h.w2:h.end])
+			}
+		}
+		sc := &k.scr[ci]
+		for t := k.chunks[ci][1] - 1; t >= k.chunks[ci][0]; t-- {
+			k.backwardTask(t, sc, theta, p, gOut, gOmega0)
+		}
+	})
+	k.bwdDone = true
+	return nil
+}
+
+func (k *FlowKernel) backwardTask(t int, sc *flowScratch, theta, part, gOut, gOmega0 []float64) {
+	d, D := k.spec.Dim, k.D
+	ft := &k.tasks[t]
+	gw := sc.gw
+	g := gOut[t*D*(d+1) : (t+1)*D*(d+1)]
+	flowTranspose(gw, D, g, d+1, D, d)
+	gl := sc.gl[:D]
+	for r := range gl {
+		gl[r] = g[r*(d+1)+d]
+	}
+	// gw holds the gradient w.r.t. ω_{l+1} and is turned, in place, into the
+	// gradient w.r.t. ω_l: each half overwrites its target rows with the
+	// gradient w.r.t. its input x and adds into the rows it was computed from.
+	for l := len(k.layers) - 1; l >= 0; l-- {
+		L := &k.layers[l]
+		in, nw := ft.w[l], ft.w[l+1]
+		va, vb := L.va, L.vb
+		k.halfBackward(l, 1, t, theta, nw, va, in, vb, gw, part, sc)
+		k.halfBackward(l, 0, t, theta, in, vb, in, va, gw, part, sc)
+	}
+	flowTranspose(gOmega0[t*D*d:], d, gw, D, d, D)
+}
+
+// halfBackward back-propagates coupling half i of layer l for task t. src
+// rows vo fed its network and xin rows vt were its target input. In gw the
+// target rows hold the gradient w.r.t. its output and are overwritten with
+// the gradient w.r.t. its input; the gradient w.r.t. the network input is
+// added to rows vo. Parameter gradients go to the chunk partial part, the
+// context gradient to gctx.
+func (k *FlowKernel) halfBackward(l, i, t int, theta, src []float64, vo flowRows, xin []float64, vt flowRows, gw []float64, part []float64, sc *flowScratch) {
+	h := &k.layers[l].h[i]
+	ft := &k.tasks[t]
+	D, H, m := k.D, k.spec.Hidden, h.m
+	m2 := 2 * m
+	hid := ft.hid[l][i]
+	ss, es := ft.s[l][i], ft.e[l][i]
+	gout := sc.out[:m2*D]
+	gb := part[h.b2 : h.b2+m2]
+	gl := sc.gl[:D]
+	ot, ldt := vt.of(D)
+	for j := 0; j < m; j++ {
+		xr := xin[ot+j*ldt : ot+j*ldt+D]
+		gr := gw[ot+j*ldt : ot+j*ldt+D]
+		sr := ss[j*D : (j+1)*D]
+		er := es[j*D : (j+1)*D]
+		gs := gout[j*D : (j+1)*D]
+		gt := gout[(m+j)*D : (m+j+1)*D]
+		var sumS, sumT float64
+		for r := range gr {
+			gv, ev, sv := gr[r], er[r], sr[r]
+			v := (gv*xr[r]*ev + gl[r]) * (1 - sv*sv)
+			gs[r] = v
+			gt[r] = gv
+			gr[r] = gv * ev
+			sumS += v
+			sumT += gv
+		}
+		gb[j] += sumS
+		gb[m+j] += sumT
+	}
+	flowGemm(false, true, H, m2, D, hid, D, gout, D, 1, part[h.w2:], m2)
+	ghid := sc.ghid[:H*D]
+	flowGemm(false, false, H, D, m2, theta[h.w2:], m2, gout, D, 0, ghid, D)
+	gctx := k.gctx[l][i][t*H : (t+1)*H]
+	for u := range gctx {
+		hr := hid[u*D : (u+1)*D]
+		gr := ghid[u*D : (u+1)*D]
+		sum := 0.0
+		for r, hv := range hr {
+			// hid is +0 or positive (flowReLU), so its bits are zero
+			// exactly where the ReLU was inactive.
+			b := math.Float64bits(hv)
+			mask := -((b | -b) >> 63)
+			v := math.Float64frombits(math.Float64bits(gr[r]) & mask)
+			gr[r] = v
+			sum += v
+		}
+		gctx[u] = sum
+	}
+	oo, ldo := vo.of(D)
+	flowGemm(false, true, h.nIn, H, D, src[oo:], ldo, ghid, D, 1, part[h.w1:], H)
+	flowGemm(false, false, h.nIn, D, H, theta[h.w1:], H, ghid, D, 1, gw[oo:], ldo)
+}
+
+// gradTheta writes the parameter gradient of the last Backward into gTheta;
+// cond must be the cond of the matching Forward.
+func (k *FlowKernel) gradTheta(cond, gTheta []float64) error {
+	if !k.bwdDone {
+		return fmt.Errorf("flow: parameter gradient requested before Backward")
+	}
+	if len(gTheta) != k.nP {
+		return fmt.Errorf("flow: theta gradient has %d values, want %d", len(gTheta), k.nP)
+	}
+	if len(cond) != k.T*k.spec.Cond {
+		return fmt.Errorf("flow: cond has %d values, want %d", len(cond), k.T*k.spec.Cond)
+	}
+	T, c, H := k.T, k.spec.Cond, k.spec.Hidden
+	sum := func(lo, hi int) {
+		dst := gTheta[lo:hi]
+		copy(dst, k.part[0][lo:hi])
+		for _, p := range k.part[1:] {
+			for j, v := range p[lo:hi] {
+				dst[j] += v
+			}
+		}
+	}
+	for l := range k.layers {
+		for i, h := range k.layers[l].h {
+			sum(h.w1, h.wc)
+			sum(h.w2, h.end)
+			gctx := k.gctx[l][i]
+			flowGemm(true, false, c, H, T, cond, c, gctx, H, 0, gTheta[h.wc:], H)
+			gb := gTheta[h.b1 : h.b1+H]
+			copy(gb, gctx[:H])
+			for t := 1; t < T; t++ {
+				for j, v := range gctx[t*H : (t+1)*H] {
+					gb[j] += v
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// gradCond writes the cond gradient of the last Backward into gCond; theta
+// must be the theta of the matching Forward.
+func (k *FlowKernel) gradCond(theta, gCond []float64) error {
+	if !k.bwdDone {
+		return fmt.Errorf("flow: cond gradient requested before Backward")
+	}
+	if len(gCond) != k.T*k.spec.Cond {
+		return fmt.Errorf("flow: cond gradient has %d values, want %d", len(gCond), k.T*k.spec.Cond)
+	}
+	if len(theta) != k.nP {
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.nP)
+	}
+	T, c, H := k.T, k.spec.Cond, k.spec.Hidden
+	clear(gCond)
+	for l := range k.layers {
+		for i, h := range k.layers[l].h {
+			flowGemm(false, true, T, c, H, k.gctx[l][i], H, theta[h.wc:], H, 1, gCond, c)
+		}
+	}
+	return nil
+}
+
+// Steps returns, after a Forward, copies of ω for task t after steps
+// 0..Layers (Layers+1 slices of D·Dim, row-major D×Dim), or nil if no
+// Forward ran or t is out of range.
+func (k *FlowKernel) Steps(t int) [][]float64 {
+	if !k.fwdDone || t < 0 || t >= k.T {
+		return nil
+	}
+	D, d := k.D, k.spec.Dim
+	steps := make([][]float64, len(k.layers)+1)
+	for j, w := range k.tasks[t].w {
+		steps[j] = make([]float64, D*d)
+		flowTranspose(steps[j], d, w, D, d, D)
+	}
+	return steps
+}
+
+var flowOpIDs atomic.Uint64
+
+var (
+	flowT1 = gorgonia.TensorType{Dims: 1, Of: gorgonia.Float64}
+	flowT2 = gorgonia.TensorType{Dims: 2, Of: gorgonia.Float64}
+	flowT3 = gorgonia.TensorType{Dims: 3, Of: gorgonia.Float64}
+)
+
+// FlowOp is the gorgonia op built by CouplingFlow. Besides the op interface it
+// exposes the intermediate steps of the last forward run.
+type FlowOp struct {
+	id     uint64
+	kern   *FlowKernel
+	buf    []float64 // output storage reused by Do
+	diffed bool
+}
+
+// CouplingFlow applies the conditional coupling flow described by spec:
+// omega0 (T, D, Dim) are the D samples of ω per task, cond (T, Cond) the task
+// contexts and theta (NumParams) the parameters (layout in FlowSpec). The
+// result has shape (T, D, Dim+1): [..., :Dim] is ω_K and [..., Dim] is
+// Σ_k log|det ∂ω_k/∂ω_{k-1}| for that sample. It is differentiable w.r.t.
+// all three inputs. spec.Layers must be ≥ 1 (see FlowSpec.Validate).
+func CouplingFlow(omega0, cond, theta *gorgonia.Node, spec FlowSpec) (*gorgonia.Node, *FlowOp, error) {
+	kern, err := NewFlowKernel(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, in := range []struct {
+		n    *gorgonia.Node
+		name string
+		dims int
+	}{{omega0, "omega0", 3}, {cond, "cond", 2}, {theta, "theta", 1}} {
+		if in.n == nil {
+			return nil, nil, fmt.Errorf("flow: %s is nil", in.name)
+		}
+		if in.n.Dtype() != gorgonia.Float64 {
+			return nil, nil, fmt.Errorf("flow: %s has dtype %v, want float64", in.name, in.n.Dtype())
+		}
+		if in.n.Shape().Dims() != in.dims {
+			return nil, nil, fmt.Errorf("flow: %s has shape %v, want %d dimensions", in.name, in.n.Shape(), in.dims)
+		}
+	}
+	so, sc, st := omega0.Shape(), cond.Shape(), theta.Shape()
+	switch {
+	case so[2] != spec.Dim:
+		return nil, nil, fmt.Errorf("flow: omega0 has shape %v, want (T, D, %d)", so, spec.Dim)
+	case sc[0] != so[0] || sc[1] != spec.Cond:
+		return nil, nil, fmt.Errorf("flow: cond has shape %v, want (%d, %d)", sc, so[0], spec.Cond)
+	case st[0] != spec.NumParams():
+		return nil, nil, fmt.Errorf("flow: theta has shape %v, want (%d)", st, spec.NumParams())
+	case so[0] < 1 || so[1] < 1:
+		return nil, nil, fmt.Errorf("flow: omega0 has shape %v, want T, D ≥ 1", so)
+	}
+	op := &FlowOp{id: flowOpIDs.Add(1), kern: kern}
+	out, err := gorgonia.ApplyOp(op, omega0, cond, theta)
+	if err != nil {
+		return nil, nil, fmt.Errorf("flow: %w", err)
+	}
+	return out, op, nil
+}
+
+// Kernel returns the plain kernel the op runs; its caches describe the last
+// run of the op.
+func (op *FlowOp) Kernel() *FlowKernel { return op.kern }
+
+// Steps returns, after a forward run, copies of ω for task t after steps
+// 0..K (K+1 slices of D·Dim, row-major D×Dim); nil before any run.
+func (op *FlowOp) Steps(t int) [][]float64 { return op.kern.Steps(t) }
+
+// Arity implements gorgonia.Op.
+func (op *FlowOp) Arity() int { return 3 }
+
+// Type implements gorgonia.Op.
+func (op *FlowOp) Type() hm.Type { return hm.NewFnType(flowT3, flowT2, flowT1, flowT3) }
+
+// InferShape implements gorgonia.Op.
+func (op *FlowOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
+	if len(in) != 3 {
+		return nil, fmt.Errorf("flow: got %d inputs, want 3", len(in))
+	}
+	s, ok := in[0].(tensor.Shape)
+	if !ok || len(s) != 3 {
+		return nil, fmt.Errorf("flow: omega0 shape %v, want (T, D, Dim)", in[0])
+	}
+	return tensor.Shape{s[0], s[1], s[2] + 1}, nil
+}
+
+// Do implements gorgonia.Op.
+func (op *FlowOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 3 {
+		return nil, fmt.Errorf("flow: got %d inputs, want 3", len(in))
+	}
+	s := in[0].Shape()
+	if len(s) != 3 {
+		return nil, fmt.Errorf("flow: omega0 shape %v, want (T, D, Dim)", s)
+	}
+	shape := tensor.Shape{s[0], s[1], s[2] + 1}
+	op.buf = flowGrow(op.buf, shape.TotalSize())
+	return op.UsePreallocDo(flowTensor(op.buf, shape), in...)
+}
+
+// UsePreallocDo implements gorgonia.UsePreallocDoer. A prealloc of the wrong
+// shape (the tape machine offers whatever its register last held) is
+// refused with an error, on which the machine falls back to Do.
+func (op *FlowOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 3 {
+		return nil, fmt.Errorf("flow: got %d inputs, want 3", len(in))
+	}
+	s := in[0].Shape()
+	if len(s) != 3 {
+		return nil, fmt.Errorf("flow: omega0 shape %v, want (T, D, Dim)", s)
+	}
+	out, err := flowOutput(prealloc, tensor.Shape{s[0], s[1], s[2] + 1})
+	if err != nil {
+		return nil, err
+	}
+	omega0, err := flowData(in[0], "omega0")
+	if err != nil {
+		return nil, err
+	}
+	cond, err := flowData(in[1], "cond")
+	if err != nil {
+		return nil, err
+	}
+	theta, err := flowData(in[2], "theta")
+	if err != nil {
+		return nil, err
+	}
+	if err := op.kern.Forward(s[0], s[1], omega0, cond, theta, out.Float64s()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func flowGrow(b []float64, n int) []float64 {
+	if cap(b) < n {
+		return make([]float64, n)
+	}
+	return b[:n]
+}
+
+// flowTensor wraps op-owned storage in a fresh header. The tape machine drops
+// its registers on Reset and would otherwise allocate every output anew each
+// step; the storage itself is never handed to gorgonia's pools (which
+// recycle headers, not backings), and the value of one run is dead by the
+// next, so reusing it is safe.
+func flowTensor(buf []float64, shape tensor.Shape) *tensor.Dense {
+	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(buf))
+}
+
+// flowData returns the float64 data of v in row-major order.
+func flowData(v gorgonia.Value, name string) ([]float64, error) {
+	d, ok := v.(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("flow: %s is a %T, want *tensor.Dense", name, v)
+	}
+	if d.Dtype() != tensor.Float64 {
+		return nil, fmt.Errorf("flow: %s has dtype %v, want float64", name, d.Dtype())
+	}
+	if d.RequiresIterator() {
+		m, ok := d.Materialize().(*tensor.Dense)
+		if !ok {
+			return nil, fmt.Errorf("flow: cannot materialize %s", name)
+		}
+		d = m
+	}
+	data := d.Float64s()
+	if len(data) != d.Shape().TotalSize() {
+		return nil, fmt.Errorf("flow: %s holds %d values for shape %v", name, len(data), d.Shape())
+	}
+	return data, nil
+}
+
+func flowOutput(prealloc gorgonia.Value, want tensor.Shape) (*tensor.Dense, error) {
+	d, ok := prealloc.(*tensor.Dense)
+	if !ok || d.Dtype() != tensor.Float64 || !d.Shape().Eq(want) || d.RequiresIterator() || len(d.Float64s()) != want.TotalSize() {
+		return nil, fmt.Errorf("flow: preallocated value %v unusable for shape %v", prealloc.Shape(), want)
+	}
+	return d, nil
+}
+
+// ReturnsPtr implements gorgonia.Op.
+func (op *FlowOp) ReturnsPtr() bool { return false }
+
+// CallsExtern implements gorgonia.Op.
+func (op *FlowOp) CallsExtern() bool { return false }
+
+// OverwritesInput implements gorgonia.Op.
+func (op *FlowOp) OverwritesInput() int { return -1 }
+
+// WriteHash implements gorgonia.Op; the instance id keeps gorgonia from
+// merging two flows (each has its own caches) applied to the same inputs.
+func (op *FlowOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
+
+// Hashcode implements gorgonia.Op.
+func (op *FlowOp) Hashcode() uint32 { return flowHash(op) }
+
+func (op *FlowOp) String() string {
+	s := op.kern.spec
+	return fmt.Sprintf("CouplingFlow#%d{K=%d,d=%d,c=%d,H=%d}", op.id, s.Layers, s.Dim, s.Cond, s.Hidden)
+}
+
+func flowHash(op gorgonia.Op) uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+
+// DiffWRT implements gorgonia.SDOp.
+func (op *FlowOp) DiffWRT(n int) []bool { return []bool{true, true, true} }
+
+// SymDiff implements gorgonia.SDOp. One backward node does all the per-task
+// work and yields the omega0 gradient; two light nodes that depend on it
+// assemble the cond and theta gradients from its caches, so the dependency
+// also orders them after it.
+func (op *FlowOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	if len(inputs) != 3 {
+		return nil, fmt.Errorf("flow: SymDiff got %d inputs, want 3", len(inputs))
+	}
+	// The backward nodes share the kernel's gradient buffers, so a second
+	// set could interleave with the first.
+	if op.diffed {
+		return nil, fmt.Errorf("flow: %v is already differentiated; it supports one backward pass", op)
+	}
+	op.diffed = true
+	core, err := gorgonia.ApplyOp(&flowGradOp{op: op}, inputs[0], inputs[1], inputs[2], output, grad)
+	if err != nil {
+		return nil, fmt.Errorf("flow: %w", err)
+	}
+	gCond, err := gorgonia.ApplyOp(&flowPartOp{op: op, theta: false}, core, inputs[2])
+	if err != nil {
+		return nil, fmt.Errorf("flow: %w", err)
+	}
+	gTheta, err := gorgonia.ApplyOp(&flowPartOp{op: op, theta: true}, core, inputs[1])
+	if err != nil {
+		return nil, fmt.Errorf("flow: %w", err)
+	}
+	return gorgonia.Nodes{core, gCond, gTheta}, nil
+}
+
+// flowGradOp maps (omega0, cond, theta, output, grad) to the omega0
+// gradient, leaving the material for the other gradients in the kernel.
+// Taking output as an input orders it after the forward run.
+type flowGradOp struct {
+	op  *FlowOp
+	buf []float64
+}
+
+func (g *flowGradOp) Arity() int { return 5 }
+func (g *flowGradOp) Type() hm.Type {
+	return hm.NewFnType(flowT3, flowT2, flowT1, flowT3, flowT3, flowT3)
+}
+func (g *flowGradOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
+	s, ok := in[0].(tensor.Shape)
+	if !ok || len(s) != 3 {
+		return nil, fmt.Errorf("flow: omega0 shape %v, want (T, D, Dim)", in[0])
+	}
+	return s.Clone(), nil
+}
+func (g *flowGradOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 5 {
+		return nil, fmt.Errorf("flow: gradient got %d inputs, want 5", len(in))
+	}
+	shape := in[0].Shape()
+	g.buf = flowGrow(g.buf, shape.TotalSize())
+	return g.UsePreallocDo(flowTensor(g.buf, shape), in...)
+}
+func (g *flowGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 5 {
+		return nil, fmt.Errorf("flow: gradient got %d inputs, want 5", len(in))
+	}
+	out, err := flowOutput(prealloc, in[0].Shape())
+	if err != nil {
+		return nil, err
+	}
+	// theta is read from this node's own input: its register is live here,
+	// whereas the forward's reference is only known to be intact in the
+	// common case where theta is a graph input.
+	theta, err := flowData(in[2], "theta")
+	if err != nil {
+		return nil, err
+	}
+	gOut, err := flowData(in[4], "output gradient")
+	if err != nil {
+		return nil, err
+	}
+	if err := g.op.kern.backwardCore(theta, gOut, out.Float64s()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+func (g *flowGradOp) ReturnsPtr() bool      { return false }
+func (g *flowGradOp) CallsExtern() bool     { return false }
+func (g *flowGradOp) OverwritesInput() int  { return -1 }
+func (g *flowGradOp) WriteHash(h hash.Hash) { fmt.Fprint(h, g.String()) }
+func (g *flowGradOp) Hashcode() uint32      { return flowHash(g) }
+func (g *flowGradOp) String() string        { return fmt.Sprintf("CouplingFlowGrad#%d", g.op.id) }
+func (g *flowGradOp) DiffWRT(n int) []bool  { return make([]bool, n) }
+func (g *flowGradOp) SymDiff(gorgonia.Nodes, *gorgonia.Node, *gorgonia.Node) (gorgonia.Nodes, error) {
+	return nil, fmt.Errorf("flow: second derivatives are not implemented")
+}
+
+// flowPartOp assembles the theta gradient (inputs: core gradient, cond) or
+// the cond gradient (inputs: core gradient, theta) after flowGradOp ran.
+type flowPartOp struct {
+	op    *FlowOp
+	theta bool
+	buf   []float64
+}
+
+func (p *flowPartOp) Arity() int { return 2 }
+func (p *flowPartOp) Type() hm.Type {
+	if p.theta {
+		return hm.NewFnType(flowT3, flowT2, flowT1)
+	}
+	return hm.NewFnType(flowT3, flowT1, flowT2)
+}
+func (p *flowPartOp) shape(core tensor.Shape) tensor.Shape {
+	if p.theta {
+		return tensor.Shape{p.op.kern.nP}
+	}
+	return tensor.Shape{core[0], p.op.kern.spec.Cond}
+}
+func (p *flowPartOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
+	s, ok := in[0].(tensor.Shape)
+	if !ok || len(s) != 3 {
+		return nil, fmt.Errorf("flow: gradient shape %v, want (T, D, Dim)", in[0])
+	}
+	return p.shape(s), nil
+}
+func (p *flowPartOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("flow: gradient part got %d inputs, want 2", len(in))
+	}
+	shape := p.shape(in[0].Shape())
+	p.buf = flowGrow(p.buf, shape.TotalSize())
+	return p.UsePreallocDo(flowTensor(p.buf, shape), in...)
+}
+func (p *flowPartOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("flow: gradient part got %d inputs, want 2", len(in))
+	}
+	out, err := flowOutput(prealloc, p.shape(in[0].Shape()))
+	if err != nil {
+		return nil, err
+	}
+	other, err := flowData(in[1], "flow input")
+	if err != nil {
+		return nil, err
+	}
+	if p.theta {
+		err = p.op.kern.gradTheta(other, out.Float64s())
+	} else {
+		err = p.op.kern.gradCond(other, out.Float64s())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+func (p *flowPartOp) ReturnsPtr() bool      { return false }
+func (p *flowPartOp) CallsExtern() bool     { return false }
+func (p *flowPartOp) OverwritesInput() int  { return -1 }
+func (p *flowPartOp) WriteHash(h hash.Hash) { fmt.Fprint(h, p.String()) }
+func (p *flowPartOp) Hashcode() uint32      { return flowHash(p) }
+func (p *flowPartOp) String() string {
+	if p.theta {
+		return fmt.Sprintf("CouplingFlowGradTheta#%d", p.op.id)
+	}
+	return fmt.Sprintf("CouplingFlowGradCond#%d", p.op.id)
+}
+func (p *flowPartOp) DiffWRT(n int) []bool { return make([]bool, n) }
+func (p *flowPartOp) SymDiff(gorgonia.Nodes, *gorgonia.Node, *gorgonia.Node) (gorgonia.Nodes, error) {
+	return nil, fmt.Errorf("flow: second derivatives are not implemented")
+}
+
+// FlowInverse inverts the flow: given omegaK (T×D×Dim, the first Dim columns
+// of a forward output without the log-det column), cond and theta it writes
+// the ω0 that the forward maps onto omegaK. It evaluates sample by sample
+// without BLAS, so it also serves as an independent check of the kernels.
+func FlowInverse(spec FlowSpec, T, D int, omegaK, cond, theta, omega0 []float64) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	d, c := spec.Dim, spec.Cond
+	switch {
+	case len(omegaK) != T*D*d || len(omega0) != T*D*d:
+		return fmt.Errorf("flow: omegaK/omega0 have %d/%d values, want %d", len(omegaK), len(omega0), T*D*d)
+	case len(cond) != T*c:
+		return fmt.Errorf("flow: cond has %d values, want %d", len(cond), T*c)
+	case len(theta) != spec.NumParams():
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), spec.NumParams())
+	}
+	layers := spec.layout()
+	maxM := d - d/2
+	in := make([]float64, maxM)
+	st := make([]float64, 2*maxM)
+	hid := make([]float64, spec.Hidden)
+	for t := 0; t < T; t++ {
+		h := cond[t*c : (t+1)*c]
+		for r := 0; r < D; r++ {
+			x := omega0[(t*D+r)*d : (t*D+r+1)*d]
+			copy(x, omegaK[(t*D+r)*d:(t*D+r+1)*d])
+			for l := len(layers) - 1; l >= 0; l-- {
+				L := &layers[l]
+				// Undo half 2 (B from A), then half 1 (A from B).
+				for i, tgt, src := 1, L.b, L.a; i >= 0; i, tgt, src = i-1, L.a, L.b {
+					hf := &L.h[i]
+					for j, idx := range src {
+						in[j] = x[idx]
+					}
+					flowNetEval(spec, hf, theta, in[:hf.nIn], h, hid, st[:2*hf.m])
+					for j, idx := range tgt {
+						x[idx] = (x[idx] - st[hf.m+j]) * math.Exp(-st[j])
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// flowNetEval evaluates one coupling network for a single sample, writing
+// s (tanh applied) to st[:m] and t to st[m:].
+func flowNetEval(spec FlowSpec, hf *flowHalf, theta, in, h, hid, st []float64) {
+	H, m := spec.Hidden, hf.m
+	copy(hid, theta[hf.b1:hf.b1+H])
+	for q, v := range h {
+		w := theta[hf.wc+q*H : hf.wc+(q+1)*H]
+		for u := range hid {
+			hid[u] += v * w[u]
+		}
+	}
+	for i, v := range in {
+		w := theta[hf.w1+i*H : hf.w1+(i+1)*H]
+		for u := range hid {
+			hid[u] += v * w[u]
+		}
+	}
+	copy(st, theta[hf.b2:hf.b2+2*m])
+	for u, v := range hid {
+		if v <= 0 {
+			continue
+		}
+		w := theta[hf.w2+u*2*m : hf.w2+(u+1)*2*m]
+		for j := range st {
+			st[j] += v * w[j]
+		}
+	}
+	for j := 0; j < m; j++ {
+		st[j] = math.Tanh(st[j])
+	}
+}

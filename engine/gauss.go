@@ -1,0 +1,194 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+var log2Pi = math.Log(2 * math.Pi)
+
+// Reparam draws ω[t,j] = μ[t] + exp(½·logvar[t]) ⊙ ε[t,j]: the D bases of
+// task t as reparametrized samples of its spectral distribution q(ω|S,C).
+// mu, logvar: (T,d); eps: (T,D,d) standard normal noise.
+func Reparam(mu, logvar, eps *G.Node) (*G.Node, error) {
+	return newKernelOp(kernelOp{
+		name: "reparam", inDims: []int{2, 2, 3}, outDims: 3, diff: []bool{true, true, false},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) {
+			if !s[0].Eq(s[1]) || s[2][0] != s[0][0] || s[2][2] != s[0][1] {
+				return nil, fmt.Errorf("mu %v, logvar %v and eps %v do not match", s[0], s[1], s[2])
+			}
+			return s[2].Clone(), nil
+		},
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			mu, lv, eps := in[0], in[1], in[2]
+			T, D, d := s[2][0], s[2][1], s[2][2]
+			for t := 0; t < T; t++ {
+				for j := 0; j < D; j++ {
+					o := out[(t*D+j)*d : (t*D+j+1)*d]
+					e := eps[(t*D+j)*d : (t*D+j+1)*d]
+					for k := range o {
+						o[k] = mu[t*d+k] + math.Exp(0.5*lv[t*d+k])*e[k]
+					}
+				}
+			}
+		},
+		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			lv, eps := in[1], in[2]
+			T, D, d := s[2][0], s[2][1], s[2][2]
+			for t := 0; t < T; t++ {
+				for k := 0; k < d; k++ {
+					sd := math.Exp(0.5 * lv[t*d+k])
+					var gm, gl float64
+					for j := 0; j < D; j++ {
+						i := (t*D+j)*d + k
+						gm += g[i]
+						gl += g[i] * eps[i]
+					}
+					gr[0][t*d+k] = gm
+					gr[1][t*d+k] = 0.5 * sd * gl
+				}
+			}
+		},
+	}).apply(mu, logvar, eps)
+}
+
+// GaussKL returns KL(N(μq, e^lvq) ‖ N(μp[i], e^lvp[i])) for every query
+// point i of every task: the closed form used when q has no flow.
+// mq, lq: (T,d); mp, lp: (T,m,d) → (T,m).
+func GaussKL(mq, lq, mp, lp *G.Node) (*G.Node, error) {
+	return newKernelOp(kernelOp{
+		name: "gausskl", inDims: []int{2, 2, 3, 3}, outDims: 2, diff: []bool{true, true, true, true},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) {
+			if !s[0].Eq(s[1]) || !s[2].Eq(s[3]) || s[2][0] != s[0][0] || s[2][2] != s[0][1] {
+				return nil, fmt.Errorf("posterior %v/%v and prior %v/%v do not match", s[0], s[1], s[2], s[3])
+			}
+			return tensor.Shape{s[2][0], s[2][1]}, nil
+		},
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			mq, lq, mp, lp := in[0], in[1], in[2], in[3]
+			T, m, d := s[2][0], s[2][1], s[2][2]
+			for t := 0; t < T; t++ {
+				for i := 0; i < m; i++ {
+					var kl float64
+					for k := 0; k < d; k++ {
+						q, p := t*d+k, (t*m+i)*d+k
+						dm := mq[q] - mp[p]
+						kl += lp[p] - lq[q] + (math.Exp(lq[q])+dm*dm)*math.Exp(-lp[p]) - 1
+					}
+					out[t*m+i] = 0.5 * kl
+				}
+			}
+		},
+		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			mq, lq, mp, lp := in[0], in[1], in[2], in[3]
+			T, m, d := s[2][0], s[2][1], s[2][2]
+			for t := 0; t < T; t++ {
+				for i := 0; i < m; i++ {
+					gi := g[t*m+i]
+					for k := 0; k < d; k++ {
+						q, p := t*d+k, (t*m+i)*d+k
+						dm := mq[q] - mp[p]
+						ip := math.Exp(-lp[p])
+						vq := math.Exp(lq[q])
+						gr[0][q] += gi * dm * ip
+						gr[1][q] += gi * 0.5 * (vq*ip - 1)
+						gr[2][p] = -gi * dm * ip
+						gr[3][p] = gi * 0.5 * (1 - (vq+dm*dm)*ip)
+					}
+				}
+			}
+		},
+	}).apply(mq, lq, mp, lp)
+}
+
+// GaussLogDensity returns (1/D)·Σ_j log N(ω[t,j]; μ[t,i], e^lv[t,i]) for
+// every query point i: the Monte Carlo estimate of E_q[log p(ω|x_i,S)] over
+// the task's D flowed bases. omega: (T,D,d); mu, lv: (T,m,d) → (T,m).
+// It expands the square so the cost is O(D·d + m·d) per task, not O(D·m·d).
+func GaussLogDensity(omega, mu, lv *G.Node) (*G.Node, error) {
+	var s1, s2 []float64 // per-task column sums of ω and ω², reused by bwd
+	return newKernelOp(kernelOp{
+		name: "gausslogdensity", inDims: []int{3, 3, 3}, outDims: 2, diff: []bool{true, true, true},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) {
+			if !s[1].Eq(s[2]) || s[0][0] != s[1][0] || s[0][2] != s[1][2] {
+				return nil, fmt.Errorf("omega %v and prior %v/%v do not match", s[0], s[1], s[2])
+			}
+			return tensor.Shape{s[1][0], s[1][1]}, nil
+		},
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			w, mu, lv := in[0], in[1], in[2]
+			T, D, d, m := s[0][0], s[0][1], s[0][2], s[1][1]
+			s1, s2 = grow(s1, T*d), grow(s2, T*d)
+			clear(s1)
+			clear(s2)
+			for t := 0; t < T; t++ {
+				a, b := s1[t*d:(t+1)*d], s2[t*d:(t+1)*d]
+				for j := 0; j < D; j++ {
+					row := w[(t*D+j)*d : (t*D+j+1)*d]
+					for k, x := range row {
+						a[k] += x
+						b[k] += x * x
+					}
+				}
+				inv := 1 / float64(D)
+				for i := 0; i < m; i++ {
+					var l float64
+					for k := 0; k < d; k++ {
+						p := (t*m+i)*d + k
+						sq := b[k]*inv - 2*mu[p]*a[k]*inv + mu[p]*mu[p]
+						l += sq*math.Exp(-lv[p]) + lv[p] + log2Pi
+					}
+					out[t*m+i] = -0.5 * l
+				}
+			}
+		},
+		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			w, mu, lv := in[0], in[1], in[2]
+			T, D, d, m := s[0][0], s[0][1], s[0][2], s[1][1]
+			inv := 1 / float64(D)
+			gi := make([]float64, d) // Σ_i g_i e^{-lv_ik}
+			gm := make([]float64, d) // Σ_i g_i μ_ik e^{-lv_ik}
+			for t := 0; t < T; t++ {
+				a, b := s1[t*d:(t+1)*d], s2[t*d:(t+1)*d]
+				clear(gi)
+				clear(gm)
+				for i := 0; i < m; i++ {
+					g0 := g[t*m+i]
+					for k := 0; k < d; k++ {
+						p := (t*m+i)*d + k
+						ip := math.Exp(-lv[p])
+						gi[k] += g0 * ip
+						gm[k] += g0 * mu[p] * ip
+						gr[1][p] = g0 * (a[k]*inv - mu[p]) * ip
+						sq := b[k]*inv - 2*mu[p]*a[k]*inv + mu[p]*mu[p]
+						gr[2][p] = -0.5 * g0 * (1 - sq*ip)
+					}
+				}
+				for j := 0; j < D; j++ {
+					o := (t*D + j) * d
+					for k := 0; k < d; k++ {
+						gr[0][o+k] = -inv * (w[o+k]*gi[k] - gm[k])
+					}
+				}
+			}
+		},
+	}).apply(omega, mu, lv)
+}
+
+// Bandwidth returns the RBF bandwidth of every task: the mean pairwise
+// distance of its support features (the paper's heuristic). It is a
+// stop-gradient: the heuristic is a data statistic, not a learned quantity.
+// feats: (T,n,f) → (T).
+func Bandwidth(feats *G.Node) (*G.Node, error) {
+	return newKernelOp(kernelOp{
+		name: "bandwidth", inDims: []int{3}, outDims: 1, diff: []bool{false},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) { return tensor.Shape{s[0][0]}, nil },
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			MeanPairwiseDistance(in[0], s[0][0], s[0][1], s[0][2], out)
+		},
+		bwd: func([][]float64, []tensor.Shape, []float64, []float64, [][]float64) {},
+	}).apply(feats)
+}

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"sync/atomic"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// opSeq gives every op instance its own hash: gorgonia merges nodes whose
+// ops hash equal over equal children, and these ops keep per-instance caches.
+var opSeq atomic.Uint64
+
+// kernelOp adapts a pair of plain float64 kernels (forward, and a backward
+// that yields the gradients of all differentiable inputs at once) to
+// gorgonia's Op and SDOp. Used for the small ops of the ELBO, whose
+// gradients are checked by finite differences in gauss_test.go.
+type kernelOp struct {
+	name    string
+	id      uint64
+	inDims  []int // tensor rank of each input
+	outDims int
+	diff    []bool
+	shape   func(in []tensor.Shape) (tensor.Shape, error)
+	fwd     func(in [][]float64, sh []tensor.Shape, out []float64)
+	bwd     func(in [][]float64, sh []tensor.Shape, out, gout []float64, grads [][]float64)
+
+	gen   uint64 // forward runs so far; the gradient cache is valid for one
+	cache struct {
+		gen   uint64
+		grads [][]float64
+	}
+}
+
+func newKernelOp(k kernelOp) *kernelOp {
+	k.id = opSeq.Add(1)
+	return &k
+}
+
+func (op *kernelOp) apply(in ...*G.Node) (*G.Node, error) {
+	if len(in) != len(op.inDims) {
+		return nil, fmt.Errorf("engine: %s takes %d inputs, got %d", op.name, len(op.inDims), len(in))
+	}
+	shapes := make([]tensor.Shape, len(in))
+	for i, n := range in {
+		if n.Dtype() != tensor.Float64 {
+			return nil, fmt.Errorf("engine: %s input %d is %v, want float64", op.name, i, n.Dtype())
+		}
+		if n.Shape().Dims() != op.inDims[i] {
+			return nil, fmt.Errorf("engine: %s input %d has shape %v, want %d dimensions", op.name, i, n.Shape(), op.inDims[i])
+		}
+		shapes[i] = n.Shape()
+	}
+	if _, err := op.shape(shapes); err != nil {
+		return nil, fmt.Errorf("engine: %s: %w", op.name, err)
+	}
+	return G.ApplyOp(op, in...)
+}
+
+func tensorType(dims int) hm.Type {
+	if dims == 0 {
+		return hm.TypeVariable('a')
+	}
+	return G.TensorType{Dims: dims, Of: hm.TypeVariable('a')}
+}
+
+func (op *kernelOp) Arity() int { return len(op.inDims) }
+func (op *kernelOp) Type() hm.Type {
+	ts := make([]hm.Type, 0, len(op.inDims)+1)
+	for _, d := range op.inDims {
+		ts = append(ts, tensorType(d))
+	}
+	return hm.NewFnType(append(ts, tensorType(op.outDims))...)
+}
+func (op *kernelOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	sh := make([]tensor.Shape, len(in))
+	for i, d := range in {
+		s, ok := d.(tensor.Shape)
+		if !ok {
+			return nil, fmt.Errorf("engine: %s: input %d has no shape", op.name, i)
+		}
+		sh[i] = s
+	}
+	return op.shape(sh)
+}
+
+func values(name string, vs []G.Value) ([][]float64, []tensor.Shape, error) {
+	data := make([][]float64, len(vs))
+	sh := make([]tensor.Shape, len(vs))
+	for i, v := range vs {
+		switch x := v.(type) {
+		case *tensor.Dense:
+			d, ok := x.Data().([]float64)
+			if !ok {
+				return nil, nil, fmt.Errorf("engine: %s input %d is not float64", name, i)
+			}
+			data[i], sh[i] = d, x.Shape()
+		case *G.F64:
+			data[i], sh[i] = []float64{float64(*x)}, tensor.ScalarShape()
+		default:
+			return nil, nil, fmt.Errorf("engine: %s input %d has unsupported type %T", name, i, v)
+		}
+	}
+	return data, sh, nil
+}
+
+func (op *kernelOp) Do(vs ...G.Value) (G.Value, error) {
+	in, sh, err := values(op.name, vs)
+	if err != nil {
+		return nil, err
+	}
+	os, err := op.shape(sh)
+	if err != nil {
+		return nil, err
+	}
+	out := tensor.New(tensor.WithShape(os.Clone()...), tensor.Of(tensor.Float64))
+	op.fwd(in, sh, out.Data().([]float64))
+	op.gen++
+	return out, nil
+}
+
+func (op *kernelOp) ReturnsPtr() bool     { return false }
+func (op *kernelOp) CallsExtern() bool    { return false }
+func (op *kernelOp) OverwritesInput() int { return -1 }
+func (op *kernelOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "%s#%d", op.name, op.id)
+}
+func (op *kernelOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+func (op *kernelOp) String() string { return op.name }
+
+func (op *kernelOp) DiffWRT(int) []bool { return op.diff }
+
+func (op *kernelOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	ret := make(G.Nodes, len(inputs))
+	for i := range inputs {
+		if !op.diff[i] {
+			continue
+		}
+		args := append(append(G.Nodes{}, inputs...), output, grad)
+		n, err := G.ApplyOp(&kernelGradOp{fwd: op, which: i}, args...)
+		if err != nil {
+			return nil, err
+		}
+		ret[i] = n
+	}
+	return ret, nil
+}
+
+// grads runs the backward kernel once per forward run and serves every
+// input's gradient node from that one computation.
+func (op *kernelOp) grads(vs []G.Value) ([][]float64, []tensor.Shape, error) {
+	n := len(op.inDims)
+	in, sh, err := values(op.name, vs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if op.cache.gen == op.gen && op.cache.grads != nil {
+		return op.cache.grads, sh, nil
+	}
+	g := op.cache.grads
+	if g == nil {
+		g = make([][]float64, n)
+	}
+	for i := 0; i < n; i++ {
+		if op.diff[i] {
+			g[i] = grow(g[i], len(in[i]))
+			clear(g[i])
+		}
+	}
+	op.bwd(in[:n], sh[:n], in[n], in[n+1], g)
+	op.cache.gen, op.cache.grads = op.gen, g
+	return g, sh, nil
+}
+
+type kernelGradOp struct {
+	fwd   *kernelOp
+	which int
+}
+
+func (op *kernelGradOp) Arity() int { return len(op.fwd.inDims) + 2 }
+func (op *kernelGradOp) Type() hm.Type {
+	ts := make([]hm.Type, 0, len(op.fwd.inDims)+3)
+	for _, d := range op.fwd.inDims {
+		ts = append(ts, tensorType(d))
+	}
+	ts = append(ts, tensorType(op.fwd.outDims), tensorType(op.fwd.outDims))
+	return hm.NewFnType(append(ts, tensorType(op.fwd.inDims[op.which]))...)
+}
+func (op *kernelGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
+	s, ok := in[op.which].(tensor.Shape)
+	if !ok {
+		return nil, fmt.Errorf("engine: %s grad: input has no shape", op.fwd.name)
+	}
+	return s.Clone(), nil
+}
+func (op *kernelGradOp) Do(vs ...G.Value) (G.Value, error) {
+	g, sh, err := op.fwd.grads(vs)
+	if err != nil {
+		return nil, err
+	}
+	if sh[op.which].IsScalar() {
+		return G.NewF64(g[op.which][0]), nil
+	}
+	return tensor.New(tensor.WithShape(sh[op.which].Clone()...), tensor.WithBacking(append([]float64(nil), g[op.which]...))), nil
+}
+func (op *kernelGradOp) ReturnsPtr() bool     { return false }
+func (op *kernelGradOp) CallsExtern() bool    { return false }
+func (op *kernelGradOp) OverwritesInput() int { return -1 }
+func (op *kernelGradOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "%s#%d/grad%d", op.fwd.name, op.fwd.id, op.which)
+}
+func (op *kernelGradOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+func (op *kernelGradOp) String() string { return fmt.Sprintf("∂%s/∂in%d", op.fwd.name, op.which) }

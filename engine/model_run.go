@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Random streams. Every random draw comes from a PCG seeded by (run seed,
+// stream, index), so iteration i's tasks and noise do not depend on what
+// ran before: a resumed run needs no RNG state, and evaluation never
+// perturbs the training stream.
+const (
+	streamInit uint64 = iota + 1
+	streamTrainTasks
+	streamTrainNoise
+	streamEvalTasks
+	streamEvalNoise
+	streamDisplayTask
+	streamDisplayNoise
+)
+
+func streamRNG(seed, stream, index uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^(stream*0x9e3779b97f4a7c15), index))
+}
+
+// LSTMState is the carried context state, one (h, c) per direction.
+type LSTMState struct {
+	H, C [2][]float64
+}
+
+func (s LSTMState) clone() LSTMState {
+	var o LSTMState
+	for k := 0; k < 2; k++ {
+		o.H[k] = append([]float64(nil), s.H[k]...)
+		o.C[k] = append([]float64(nil), s.C[k]...)
+	}
+	return o
+}
+
+// Model holds a configuration's parameters, its carried context and the
+// graphs built so far. It is owned by one goroutine.
+type Model struct {
+	Cfg    Config
+	Src    TaskSource
+	Params *Params
+	State  LSTMState
+
+	graphs map[shape]*graph
+	batch  Batch
+	eps    []float64
+	phase  []float64
+	logq0c []float64
+}
+
+// NewModel initializes a model's parameters from cfg.Seed.
+func NewModel(cfg Config, src TaskSource) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}}
+	m.Params = newParams(cfg, src.InDim(), src.OutDim(), streamRNG(cfg.Seed, streamInit, 0))
+	if cfg.Context != ContextNone {
+		for k := 0; k < 2; k++ {
+			m.State.H[k] = make([]float64, cfg.InferHidden)
+			m.State.C[k] = make([]float64, cfg.InferHidden)
+		}
+	}
+	return m, nil
+}
+
+func (m *Model) graph(sh shape) (*graph, error) {
+	if gr, ok := m.graphs[sh]; ok {
+		return gr, nil
+	}
+	gr, err := buildGraph(m.Cfg, m.Params, m.Src.InDim(), m.Src.OutDim(), sh)
+	if err != nil {
+		return nil, err
+	}
+	m.graphs[sh] = gr
+	return gr, nil
+}
+
+// Close releases the machines of all graphs.
+func (m *Model) Close() {
+	for _, gr := range m.graphs {
+		gr.vm.Close()
+	}
+	m.graphs = map[shape]*graph{}
+}
+
+// drawNoise fills ε, the RFF phases b and the gradient-free part of
+// log q0 for T tasks from rng.
+func (m *Model) drawNoise(rng *rand.Rand, T int) {
+	D, f := m.Cfg.Bases, m.Cfg.FeatureDim()
+	m.eps = grow(m.eps, T*D*f)
+	m.phase = grow(m.phase, T*D)
+	m.logq0c = grow(m.logq0c, T)
+	for i := range m.eps {
+		m.eps[i] = rng.NormFloat64()
+	}
+	for i := range m.phase {
+		m.phase[i] = 2 * math.Pi * rng.Float64()
+	}
+	for t := 0; t < T; t++ {
+		var s float64
+		for _, e := range m.eps[t*D*f : (t+1)*D*f] {
+			s += e * e
+		}
+		m.logq0c[t] = -0.5*s/float64(D) - 0.5*float64(f)*log2Pi
+	}
+}
+
+// run binds a batch, noise and context state to gr and executes it. When
+// state is non-nil it is advanced to the LSTM's final state.
+func (m *Model) run(gr *graph, b *Batch, state *LSTMState) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: model run panicked: %v", r)
+		}
+	}()
+	if err := gr.bindParams(); err != nil {
+		return err
+	}
+	x := dataOf(gr.x.Value())
+	in := b.InDim
+	copy(x, b.XS[:b.T*b.NS*in])
+	copy(x[b.T*b.NS*in:], b.XQ[:b.T*b.NQ*in])
+	setInput(gr.ys, b.YS)
+	setInput(gr.yq, b.YQ)
+	setInput(gr.eps, m.eps)
+	setInput(gr.phase, m.phase)
+	setInput(gr.logq0c, m.logq0c)
+	if state != nil {
+		for k := 0; k < 2; k++ {
+			setInput(gr.h0[k], state.H[k])
+			setInput(gr.c0[k], state.C[k])
+		}
+	}
+	gr.vm.Reset()
+	if err := gr.vm.RunAll(); err != nil {
+		return err
+	}
+	if state != nil {
+		for k := 0; k < 2; k++ {
+			if gr.lstm[k] != nil {
+				state.H[k], state.C[k] = gr.lstm[k].FinalState()
+			}
+		}
+	}
+	return nil
+}
+
+// StepStats are the scalars of one training step.
+type StepStats struct {
+	Loss, Data, KL, Lambda, GradNorm float64
+}
+
+// trainStep runs iteration iter (0-based) of the task stream: forward,
+// backward, and an optimizer update. On a non-finite loss or gradient the
+// parameters and carried state are left as they were.
+func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepStats, error) {
+	c := m.Cfg
+	sh := shape{T: c.MetaBatch, NS: c.Shot, NQ: c.Query, train: true}
+	gr, err := m.graph(sh)
+	if err != nil {
+		return StepStats{}, err
+	}
+	m.batch.Resize(c.MetaBatch, c.Shot, c.Query, m.Src.InDim(), m.Src.OutDim())
+	m.Src.Sample(streamRNG(c.Seed, streamTrainTasks, uint64(iter)), &m.batch)
+	m.drawNoise(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch)
+	next := m.State.clone()
+	if err := m.run(gr, &m.batch, &next); err != nil {
+		return StepStats{}, err
+	}
+	st := StepStats{Loss: scalarOf(gr.lossV), Data: scalarOf(gr.dataV), Lambda: scalarOf(gr.lambdaV)}
+	if gr.klV != nil {
+		st.KL = scalarOf(gr.klV)
+	}
+	if *grads, err = gr.grads(*grads); err != nil {
+		return st, err
+	}
+	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		return st, ErrNonFinite
+	}
+	if st.GradNorm, err = opt.Step(m.Params.List, *grads); err != nil {
+		return st, err
+	}
+	m.State = next
+	return st, nil
+}

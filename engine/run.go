@@ -1,0 +1,445 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"time"
+)
+
+// Snapshot is a copy of the run's state handed to an Observer. The engine
+// throttles snapshots (RunOptions.ReportEvery); the observer owns it.
+type Snapshot struct {
+	Iter, Iters                      int // completed iterations, total
+	Loss, Data, KL, ELBO, Lambda, LR float64
+	GradNorm                         float64
+	Wall                             time.Duration // training time so far, resumed runs included
+	ItersPerSec                      float64       // over this process's iterations
+	Display                          *Display      // set when a display snapshot was taken
+	Eval                             *EvalResult   // set once the final evaluation is done
+	Done                             bool
+}
+
+// Observer watches a run. Returning an error stops the run after a
+// checkpoint; return ErrStopped for an ordinary stop.
+type Observer interface {
+	Observe(Snapshot) error
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(Snapshot) error
+
+// Observe calls f.
+func (f ObserverFunc) Observe(s Snapshot) error { return f(s) }
+
+// ErrStopped is the error an observer returns to stop a run cleanly.
+var ErrStopped = errors.New("engine: run stopped")
+
+// RunOptions say where a run keeps its files and how it reports.
+type RunOptions struct {
+	Preset       string        // recorded in the run files
+	Dir          string        // run directory; "" keeps nothing on disk
+	Resume       bool          // continue from Dir's checkpoint
+	ReportEvery  time.Duration // minimum time between snapshots; default 100ms
+	DisplayTask  int           // which display task to draw
+	DisplayDraws int           // ω draws for the display's spread; default 8
+	SkipEval     bool          // skip the final evaluation
+}
+
+// Result is what a finished or interrupted run produced.
+type Result struct {
+	Dir          string
+	Iters        int // completed iterations
+	Last         StepStats
+	Eval         *EvalResult
+	TrainSeconds float64 // all training time of the run, resumed parts included
+	MsPerIter    float64 // this process's training time per iteration
+	Interrupted  bool    // stopped by the context or the observer
+}
+
+// MetricsRow is one line of metrics.jsonl: averages over the iterations
+// since the previous row, except lambda and lr, taken at Iter. Wall-clock
+// figures are deliberately absent so equal seeds give byte-equal files.
+type MetricsRow struct {
+	Iter     int     `json:"iter"`
+	Loss     float64 `json:"loss"`
+	Data     float64 `json:"data"`
+	KL       float64 `json:"kl"`
+	ELBO     float64 `json:"elbo"`
+	Lambda   float64 `json:"lambda"`
+	LR       float64 `json:"lr"`
+	GradNorm float64 `json:"grad_norm"`
+}
+
+// window accumulates a metrics row; it is checkpointed so that a resumed
+// run writes the same rows as an uninterrupted one.
+type window struct {
+	N                        int
+	Loss, Data, KL, GradNorm float64
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Preset       string      `json:"preset"`
+	Variant      string      `json:"variant"`
+	Source       string      `json:"source"`
+	Seed         uint64      `json:"seed"`
+	Iters        int         `json:"iters"`
+	TrainSeconds float64     `json:"train_seconds"`
+	MsPerIter    float64     `json:"ms_per_iter"`
+	EvalSeconds  float64     `json:"eval_seconds"`
+	Eval         *EvalResult `json:"eval"`
+	Params       int         `json:"params"`
+	Final        MetricsRow  `json:"final"`
+	GOMAXPROCS   int         `json:"gomaxprocs"`
+	GoVersion    string      `json:"go_version"`
+	Finished     time.Time   `json:"finished"`
+	Config       Config      `json:"config"`
+}
+
+// Run file names inside a run directory.
+const (
+	FileConfig     = "config.json"
+	FileMetrics    = "metrics.jsonl"
+	FileSummary    = "summary.json"
+	FileCheckpoint = "checkpoint.gob"
+)
+
+// RunConfig is config.json: enough to rebuild the model of a run.
+type RunConfig struct {
+	Preset string `json:"preset"`
+	Source string `json:"source"`
+	Config Config `json:"config"`
+}
+
+// Run trains a model for cfg on src, reporting to obs (which may be nil),
+// checkpointing to opts.Dir, and evaluating at the end. Cancelling ctx
+// stops the run after a checkpoint and returns the context's error with
+// Interrupted set. A panic inside the engine is returned as an error.
+func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs Observer) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: internal error: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if opts.ReportEvery <= 0 {
+		opts.ReportEvery = 100 * time.Millisecond
+	}
+	if opts.DisplayDraws <= 0 {
+		opts.DisplayDraws = 8
+	}
+	res.Dir = opts.Dir
+
+	var ck *Checkpoint
+	if opts.Resume {
+		if opts.Dir == "" {
+			return res, errors.New("engine: resume needs a run directory")
+		}
+		if ck, err = LoadCheckpoint(filepath.Join(opts.Dir, FileCheckpoint)); err != nil {
+			return res, err
+		}
+		iters := cfg.Iters
+		cfg = ck.Config
+		if iters > cfg.Iters {
+			cfg.Iters = iters // continuing to a larger budget is allowed
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	m, err := NewModel(cfg, src)
+	if err != nil {
+		return res, err
+	}
+	defer m.Close()
+	opt := NewOptimizer(cfg, m.Params.List)
+	start := 0
+	var win window
+	var trainBefore float64
+	if ck != nil {
+		if err := ck.restore(m, opt); err != nil {
+			return res, err
+		}
+		start, win, trainBefore = ck.Iter, ck.Window, ck.TrainSeconds
+	}
+
+	var metrics *metricsWriter
+	if opts.Dir != "" {
+		if !opts.Resume {
+			if err := prepareRunDir(opts.Dir); err != nil {
+				return res, err
+			}
+			if err := writeJSONAtomic(filepath.Join(opts.Dir, FileConfig), RunConfig{Preset: opts.Preset, Source: src.Name(), Config: cfg}); err != nil {
+				return res, err
+			}
+		}
+		if metrics, err = openMetrics(filepath.Join(opts.Dir, FileMetrics), start); err != nil {
+			return res, err
+		}
+		defer metrics.Close()
+	}
+
+	saved := start
+	save := func(iter int, trainSec float64) error {
+		if opts.Dir == "" {
+			return nil
+		}
+		if err := metrics.Flush(); err != nil {
+			return err
+		}
+		c := newCheckpoint(opts.Preset, src.Name(), m, opt, iter, win, trainSec)
+		if err := c.Save(filepath.Join(opts.Dir, FileCheckpoint)); err != nil {
+			return err
+		}
+		saved = iter
+		return nil
+	}
+
+	var grads [][]float64
+	var last StepStats
+	t0 := time.Now()
+	lastReport, lastCkpt := time.Time{}, t0
+	trainSec := func() float64 { return trainBefore + time.Since(t0).Seconds() }
+	snapshot := func(iter int) Snapshot {
+		el := time.Since(t0)
+		s := Snapshot{Iter: iter, Iters: cfg.Iters, Loss: last.Loss, Data: last.Data, KL: last.KL,
+			ELBO: -last.Loss, Lambda: last.Lambda, LR: cfg.LR, GradNorm: last.GradNorm,
+			Wall: time.Duration(trainSec() * float64(time.Second))}
+		if done := iter - start; done > 0 && el > 0 {
+			s.ItersPerSec = float64(done) / el.Seconds()
+		}
+		return s
+	}
+	stop := func(iter int, cause error) (Result, error) {
+		res.Iters, res.Last, res.Interrupted = iter, last, true
+		res.TrainSeconds = trainSec()
+		if err := save(iter, res.TrainSeconds); err != nil {
+			return res, fmt.Errorf("%w; and the checkpoint could not be saved: %v", cause, err)
+		}
+		return res, cause
+	}
+
+	for iter := start; iter < cfg.Iters; iter++ {
+		if err := ctx.Err(); err != nil {
+			return stop(iter, err)
+		}
+		st, err := m.trainStep(iter, opt, &grads)
+		if err != nil {
+			res.Iters, res.Last = iter, last
+			return res, stepError(iter+1, st, err, opts.Dir, saved)
+		}
+		last = st
+		win.N++
+		win.Loss += st.Loss
+		win.Data += st.Data
+		win.KL += st.KL
+		win.GradNorm += st.GradNorm
+		done := iter + 1
+		if metrics != nil && (done%cfg.LogEvery == 0 || done == cfg.Iters) {
+			n := float64(win.N)
+			row := MetricsRow{Iter: done, Loss: win.Loss / n, Data: win.Data / n, KL: win.KL / n,
+				ELBO: -win.Loss / n, Lambda: st.Lambda, LR: cfg.LR, GradNorm: win.GradNorm / n}
+			if err := metrics.Write(row); err != nil {
+				return res, err
+			}
+			win = window{}
+		}
+		if obs != nil {
+			var disp *Display
+			if done%cfg.SnapshotEvery == 0 || done == cfg.Iters || done == start+1 {
+				if disp, err = m.Display(done, opts.DisplayTask, opts.DisplayDraws); err != nil {
+					return res, err
+				}
+			}
+			if disp != nil || time.Since(lastReport) >= opts.ReportEvery {
+				lastReport = time.Now()
+				s := snapshot(done)
+				s.Display = disp
+				if err := obs.Observe(s); err != nil {
+					return stop(done, err)
+				}
+			}
+		}
+		if cfg.CheckpointSec > 0 && time.Since(lastCkpt) >= time.Duration(cfg.CheckpointSec)*time.Second {
+			if err := save(done, trainSec()); err != nil {
+				return res, err
+			}
+			lastCkpt = time.Now()
+		}
+	}
+	res.Iters, res.Last = cfg.Iters, last
+	res.TrainSeconds = trainSec()
+	if n := cfg.Iters - start; n > 0 {
+		res.MsPerIter = 1000 * time.Since(t0).Seconds() / float64(n)
+	}
+	if err := save(cfg.Iters, res.TrainSeconds); err != nil {
+		return res, err
+	}
+	if opts.SkipEval {
+		return res, nil
+	}
+	e0 := time.Now()
+	ev, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	if err != nil {
+		return res, err
+	}
+	res.Eval = &ev
+	if opts.Dir != "" {
+		sum := Summary{Preset: opts.Preset, Variant: cfg.Variant(), Source: src.Name(), Seed: cfg.Seed,
+			Iters: cfg.Iters, TrainSeconds: res.TrainSeconds, MsPerIter: res.MsPerIter,
+			EvalSeconds: time.Since(e0).Seconds(), Eval: &ev, Params: m.Params.Count(),
+			Final:      MetricsRow{Iter: cfg.Iters, Loss: last.Loss, Data: last.Data, KL: last.KL, ELBO: -last.Loss, Lambda: last.Lambda, LR: cfg.LR, GradNorm: last.GradNorm},
+			GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), Finished: time.Now().UTC(), Config: cfg}
+		if err := writeJSONAtomic(filepath.Join(opts.Dir, FileSummary), sum); err != nil {
+			return res, err
+		}
+	}
+	if obs != nil {
+		s := snapshot(cfg.Iters)
+		s.Eval, s.Done = &ev, true
+		if err := obs.Observe(s); err != nil && !errors.Is(err, ErrStopped) {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func stepError(iter int, st StepStats, err error, dir string, saved int) error {
+	where := "nothing was saved (no run directory)"
+	if dir != "" {
+		where = fmt.Sprintf("the last good checkpoint (iteration %d) in %s is kept", saved, dir)
+		if saved == 0 {
+			where = "no checkpoint had been written yet"
+		}
+	}
+	if errors.Is(err, ErrNonFinite) {
+		return fmt.Errorf("training diverged at iteration %d (loss %g): %w; %s; try a lower --lr or set clip_norm", iter, st.Loss, err, where)
+	}
+	if errors.Is(err, ErrNotPD) {
+		return fmt.Errorf("training failed at iteration %d: %w; %s", iter, err, where)
+	}
+	return fmt.Errorf("training failed at iteration %d: %w; %s", iter, err, where)
+}
+
+// prepareRunDir creates dir for a new run and refuses one that already
+// holds a run, so a typo can never overwrite results.
+func prepareRunDir(dir string) error {
+	for _, f := range []string{FileCheckpoint, FileMetrics, FileSummary, FileConfig} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return fmt.Errorf("engine: %s already holds a run (%s exists); continue it with --resume %s or choose another --out", dir, f, dir)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("engine: cannot create run directory: %w", err)
+	}
+	return nil
+}
+
+// writeJSONAtomic writes v as indented JSON through a temporary file and a
+// rename, so readers never see a half-written file.
+func writeJSONAtomic(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("engine: writing %s: %w", path, err)
+	}
+	name := tmp.Name()
+	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return fmt.Errorf("engine: writing %s: %w", path, werr)
+	}
+	return nil
+}
+
+// metricsWriter appends rows to metrics.jsonl. Opening it for a resumed run
+// drops rows past the checkpoint, which an interrupted process may have
+// written after its last checkpoint.
+type metricsWriter struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+func openMetrics(path string, keepThrough int) (*metricsWriter, error) {
+	if keepThrough > 0 {
+		if err := truncateMetrics(path, keepThrough); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("engine: opening metrics: %w", err)
+	}
+	return &metricsWriter{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func truncateMetrics(path string, keepThrough int) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return fmt.Errorf("engine: reading metrics: %w", err)
+	}
+	var out []byte
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var row MetricsRow
+		if json.Unmarshal(sc.Bytes(), &row) != nil || row.Iter > keepThrough {
+			continue
+		}
+		out = append(append(out, sc.Bytes()...), '\n')
+	}
+	return writeFileAtomic(path, out)
+}
+
+func (mw *metricsWriter) Write(r MetricsRow) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	mw.w.Write(b)
+	return mw.w.WriteByte('\n')
+}
+
+func (mw *metricsWriter) Flush() error {
+	if mw == nil {
+		return nil
+	}
+	if err := mw.w.Flush(); err != nil {
+		return fmt.Errorf("engine: writing metrics: %w", err)
+	}
+	return nil
+}
+
+func (mw *metricsWriter) Close() error {
+	err := mw.Flush()
+	if cerr := mw.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

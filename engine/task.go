@@ -1,0 +1,52 @@
+package engine
+
+import "math/rand/v2"
+
+// Batch is one meta-batch of few-shot tasks, row-major and flat so that it
+// can be bound to graph inputs without copying per task.
+type Batch struct {
+	T, NS, NQ     int       // tasks, support and query points per task
+	InDim, OutDim int       // input and target widths
+	XS, YS        []float64 // T·NS·InDim, T·NS·OutDim
+	XQ, YQ        []float64 // T·NQ·InDim, T·NQ·OutDim
+}
+
+// Resize makes b hold t tasks of ns support and nq query points, reusing its
+// storage when it is large enough.
+func (b *Batch) Resize(t, ns, nq, in, out int) {
+	b.T, b.NS, b.NQ, b.InDim, b.OutDim = t, ns, nq, in, out
+	b.XS = grow(b.XS, t*ns*in)
+	b.YS = grow(b.YS, t*ns*out)
+	b.XQ = grow(b.XQ, t*nq*in)
+	b.YQ = grow(b.YQ, t*nq*out)
+}
+
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
+}
+
+// TaskSource draws few-shot tasks. Implementations must draw only from the
+// given rng so that a seed fixes the task stream.
+type TaskSource interface {
+	// Name identifies the task family in summaries, e.g. "sine".
+	Name() string
+	InDim() int
+	OutDim() int
+	// Sample fills b (already resized) with b.T fresh tasks.
+	Sample(rng *rand.Rand, b *Batch)
+}
+
+// CurveSource is a 1-D regression family whose ground truth can be drawn on
+// a grid, which the display snapshots use.
+type CurveSource interface {
+	TaskSource
+	// Domain is the input interval tasks are drawn on.
+	Domain() (lo, hi float64)
+	// SampleCurve fills b (one task, resized to NS support points and
+	// len(grid) query points) with a fresh task whose query inputs are grid
+	// and whose query targets are the noiseless truth there.
+	SampleCurve(rng *rand.Rand, b *Batch, grid []float64)
+}
