@@ -7,15 +7,35 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"gonum.org/v1/gonum/floats"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
 // Laplace attention kernels. Layout: q (T,m,f), k (T,n,f), weights (T,m,n),
-// out (T,m,f). The sizes are small (n is the number of classes), so plain
-// loops beat GEMM-based formulations, and there is no GEMM for an L1 distance.
+// out (T,m,f). An L1 distance has no GEMM form and n (the number of classes)
+// is tiny, so the kernels work row by row, with gonum's assembly dot and
+// axpy where those apply.
 
 type attDims struct{ T, m, n, f int }
+
+// attL1 returns ‖a − b‖₁. Four partial sums break the dependency chain of a
+// single accumulator (the loop is bound by add latency otherwise).
+func attL1(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += math.Abs(a[i] - b[i])
+		s1 += math.Abs(a[i+1] - b[i+1])
+		s2 += math.Abs(a[i+2] - b[i+2])
+		s3 += math.Abs(a[i+3] - b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += math.Abs(a[i] - b[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
 
 // attForward computes out[t,i] = Σ_j w_ij k[t,j] with
 // w_i = softmax_j(−‖q[t,i] − k[t,j]‖₁/√f) and stores w (T·m·n values).
@@ -30,12 +50,7 @@ func attForward(out, w, q, k []float64, d attDims) {
 			wi := wt[i*d.n : (i+1)*d.n]
 			mx := math.Inf(-1)
 			for j := range d.n {
-				kj := kt[j*d.f : (j+1)*d.f]
-				var dist float64
-				for l, v := range qi {
-					dist += math.Abs(v - kj[l])
-				}
-				s := -dist * inv
+				s := -attL1(qi, kt[j*d.f:(j+1)*d.f]) * inv
 				wi[j] = s
 				mx = max(mx, s)
 			}
@@ -51,11 +66,7 @@ func attForward(out, w, q, k []float64, d attDims) {
 			clear(oi)
 			for j := range wi {
 				wi[j] /= sum
-				wij := wi[j]
-				kj := kt[j*d.f : (j+1)*d.f]
-				for l, v := range kj {
-					oi[l] += wij * v
-				}
+				floats.AddScaled(oi, wi[j], kt[j*d.f:(j+1)*d.f])
 			}
 		}
 	})
@@ -87,18 +98,9 @@ func attBackward(dq, dk, q, k, w, g, scratch []float64, d attDims) {
 			wi := wt[i*d.n : (i+1)*d.n]
 			var ws float64
 			for j, wij := range wi {
-				kj := kt[j*d.f : (j+1)*d.f]
-				var dw float64
+				dw := floats.Dot(gi, kt[j*d.f:(j+1)*d.f])
 				if dkt != nil {
-					dkj := dkt[j*d.f : (j+1)*d.f]
-					for l, gv := range gi {
-						dw += gv * kj[l]
-						dkj[l] += wij * gv
-					}
-				} else {
-					for l, gv := range gi {
-						dw += gv * kj[l]
-					}
+					floats.AddScaled(dkt[j*d.f:(j+1)*d.f], wij, gi)
 				}
 				dd[j] = dw
 				ws += wij * dw
@@ -110,42 +112,54 @@ func attBackward(dq, dk, q, k, w, g, scratch []float64, d attDims) {
 				if ddj == 0 {
 					continue
 				}
-				kj := kt[j*d.f : (j+1)*d.f]
+				kj := kt[j*d.f : (j+1)*d.f][:len(qi)]
+				// attMulSign instead of a three-way branch on the sign of the
+				// difference: those signs are random, and the mispredicted
+				// branches cost more than all the arithmetic. The exact-zero
+				// test (subgradient 0) is predictable.
 				switch {
 				case dqt != nil && dkt != nil:
-					dqi := dqt[i*d.f : (i+1)*d.f]
-					dkj := dkt[j*d.f : (j+1)*d.f]
+					dqi := dqt[i*d.f : (i+1)*d.f][:len(qi)]
+					dkj := dkt[j*d.f : (j+1)*d.f][:len(qi)]
 					for l, v := range qi {
-						if diff := v - kj[l]; diff > 0 {
-							dqi[l] += ddj
-							dkj[l] -= ddj
-						} else if diff < 0 {
-							dqi[l] -= ddj
-							dkj[l] += ddj
+						diff := v - kj[l]
+						c := attMulSign(ddj, diff)
+						if diff == 0 {
+							c = 0
 						}
+						dqi[l] += c
+						dkj[l] -= c
 					}
 				case dqt != nil:
-					dqi := dqt[i*d.f : (i+1)*d.f]
+					dqi := dqt[i*d.f : (i+1)*d.f][:len(qi)]
 					for l, v := range qi {
-						if diff := v - kj[l]; diff > 0 {
-							dqi[l] += ddj
-						} else if diff < 0 {
-							dqi[l] -= ddj
+						diff := v - kj[l]
+						c := attMulSign(ddj, diff)
+						if diff == 0 {
+							c = 0
 						}
+						dqi[l] += c
 					}
 				case dkt != nil:
-					dkj := dkt[j*d.f : (j+1)*d.f]
+					dkj := dkt[j*d.f : (j+1)*d.f][:len(qi)]
 					for l, v := range qi {
-						if diff := v - kj[l]; diff > 0 {
-							dkj[l] -= ddj
-						} else if diff < 0 {
-							dkj[l] += ddj
+						diff := v - kj[l]
+						c := attMulSign(ddj, diff)
+						if diff == 0 {
+							c = 0
 						}
+						dkj[l] -= c
 					}
 				}
 			}
 		}
 	})
+}
+
+// attMulSign returns a·sign(s) for s ≠ 0 by flipping a's sign bit, without
+// a data-dependent branch.
+func attMulSign(a, s float64) float64 {
+	return math.Float64frombits(math.Float64bits(a) ^ (math.Float64bits(s) & (1 << 63)))
 }
 
 // attState is the forward cache shared by a forward op and its backward ops.
@@ -171,6 +185,10 @@ type attGradShared struct {
 // w_i = softmax_j(−‖q[t,i] − k[t,j]‖₁ / √f) — keys are also the values (paper appendix, eq. for the
 // prior network's cross attention). q (T,m,f), k (T,n,f) → (T,m,f). Differentiable w.r.t. q and k
 // (use 0 as the subgradient of |·| at 0). Numerically stable softmax.
+//
+// The node keeps the attention weights from its forward run, and its two
+// gradient nodes compute dq and dk together once per run, so its graph must
+// be run by one machine at a time (as gorgonia requires anyway).
 func LaplaceAttention(q, k *gorgonia.Node) (*gorgonia.Node, error) {
 	const fn = "LaplaceAttention"
 	if err := miscCheckNode(fn, "q", q, 3); err != nil {

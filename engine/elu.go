@@ -38,15 +38,13 @@ func eluForward(y, x []float64) {
 // eluBackward computes dx = g·ELU'(x) from the forward output y: for x ≤ 0,
 // ELU'(x) = exp(x) = y + 1, which saves an exp per element (the absolute
 // error of y + 1 is ~1e-16, far below what matters for a gradient). At x = 0
-// both one-sided derivatives are 1, and y + 1 = 1 there too.
+// both one-sided derivatives are 1, and y + 1 = 1 there too. min(y, 0) + 1
+// covers both sides without a branch on the (random) sign.
 func eluBackward(dx, y, g []float64) {
 	eluChunks(len(y), func(lo, hi int) {
+		gs, dxs := g[lo:hi], dx[lo:hi]
 		for i, v := range y[lo:hi] {
-			if v > 0 {
-				dx[lo+i] = g[lo+i]
-			} else {
-				dx[lo+i] = g[lo+i] * (v + 1)
-			}
+			dxs[i] = gs[i] * (min(v, 0) + 1)
 		}
 	})
 }

@@ -743,7 +743,12 @@ type FlowOp struct {
 // contexts and theta (NumParams) the parameters (layout in FlowSpec). The
 // result has shape (T, D, Dim+1): [..., :Dim] is ω_K and [..., Dim] is
 // Σ_k log|det ∂ω_k/∂ω_{k-1}| for that sample. It is differentiable w.r.t.
-// all three inputs. spec.Layers must be ≥ 1 (see FlowSpec.Validate).
+// all three inputs (one backward pass per op). spec.Layers must be ≥ 1 (see
+// FlowSpec.Validate).
+//
+// The op and its gradient nodes keep their caches and output storage
+// between runs of a machine, so a run overwrites the values of the previous
+// one: copy what must outlive the next run. Values are float64 only.
 func CouplingFlow(omega0, cond, theta *gorgonia.Node, spec FlowSpec) (*gorgonia.Node, *FlowOp, error) {
 	kern, err := NewFlowKernel(spec)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -661,6 +663,41 @@ func TestFlowDeterministicAcrossGOMAXPROCS(t *testing.T) {
 	for i := range g1 {
 		if !slices.Equal(g1[i], g2[i]) {
 			t.Errorf("input %d: gradients differ between GOMAXPROCS 1 and 2 by %g", i, flowMaxAbsDiff(g1[i], g2[i]))
+		}
+	}
+}
+
+// TestFlowGonumGemmDeterministic backs the choice of gemm layout: gonum's
+// parallel Dgemm (taken for large products, e.g. one batched over all T·D
+// samples) splits C into fixed 64×64 blocks, each with its own full k loop,
+// so it is bit-identical for any GOMAXPROCS; flowGemm's serial panels are
+// trivially so.
+func TestFlowGonumGemmDeterministic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 0))
+	m, n, k := 300, 130, 200
+	a, b := make([]float64, m*k), make([]float64, k*n)
+	for i := range a {
+		a[i] = rng.NormFloat64()
+	}
+	for i := range b {
+		b[i] = rng.NormFloat64()
+	}
+	run := func(procs int, split bool) []float64 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		c := make([]float64, m*n)
+		if split {
+			flowGemm(false, true, m, n, k, a, k, b, k, 0, c, n)
+		} else {
+			blas64.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas64.General{Rows: m, Cols: k, Stride: k, Data: a},
+				blas64.General{Rows: n, Cols: k, Stride: k, Data: b}, 0,
+				blas64.General{Rows: m, Cols: n, Stride: n, Data: c})
+		}
+		return c
+	}
+	for _, split := range []bool{false, true} {
+		if !slices.Equal(run(1, split), run(2, split)) {
+			t.Errorf("split=%v: Dgemm differs between GOMAXPROCS 1 and 2", split)
 		}
 	}
 }

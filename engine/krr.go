@@ -59,9 +59,11 @@ func IsNotPD(err error) bool {
 var krrOpIDs atomic.Uint64
 
 // krrParallelMinFlops is the estimated batch work below which tasks run on the
-// calling goroutine: under it, starting goroutines costs more than it saves
-// (T=25 tasks of n=5 is ~3k flops).
-const krrParallelMinFlops = 30000
+// calling goroutine. Waking a second worker thread costs tens of µs on the
+// 2-core VM, so measured on it: 6 tasks of n=25 (~70k flops, ~20µs a phase)
+// and the sine-sized RBF kernel (~100k) gained nothing, 6 tasks of n=100
+// (~4M) ran 1.3× faster.
+const krrParallelMinFlops = 250000
 
 // krrForTasks calls fn(t) for every t in [0,T). Each task runs entirely on one
 // goroutine and tasks never share output, so results do not depend on how

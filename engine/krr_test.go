@@ -544,11 +544,12 @@ func TestKRRDeterministicAcrossGOMAXPROCS(t *testing.T) {
 		})
 	}
 	t.Run("graph", func(t *testing.T) {
-		const T, n, o = 6, 25, 5
+		// Large enough that krrForTasks goes parallel.
+		const T, n, o = 6, 100, 20
 		run := func() [][]float64 {
 			rng := krrRNG(7)
 			g := gorgonia.NewGraph()
-			k := krrTensorNode(g, "k", tensor.Shape{T, n, n}, krrRandPSD(rng, T, n, 10))
+			k := krrTensorNode(g, "k", tensor.Shape{T, n, n}, krrRandPSD(rng, T, n, 40))
 			y := krrTensorNode(g, "y", tensor.Shape{T, n, o}, krrRandn(rng, T*n*o))
 			lp := gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("loglambda"), gorgonia.WithValue(math.Log(0.1)))
 			x := krrMust(KRRSolve(k, y, krrMust(gorgonia.Exp(lp))))

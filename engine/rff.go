@@ -78,7 +78,7 @@ func miscCheckNode(fn, name string, n *gorgonia.Node, dims int) error {
 	if n == nil {
 		return fmt.Errorf("engine: %s: %s is nil", fn, name)
 	}
-	if n.IsScalar() && dims != 0 {
+	if n.IsScalar() && dims > 0 {
 		return fmt.Errorf("engine: %s: %s must be a %d-d tensor, got a scalar", fn, name, dims)
 	}
 	if dt := n.Dtype(); dt != tensor.Float64 {
@@ -228,6 +228,10 @@ type rffState struct {
 
 // RFFFeatures returns z[t,i,j] = √(2/D)·cos(x[t,i]·ω[t,j] + b[t,j]) for x (T,n,f), omega (T,D,f),
 // b (T,D). Differentiable w.r.t. x and omega (b is a random phase: no gradient).
+//
+// The node keeps sin(x·ωᵀ + b) from its forward run for its gradient nodes,
+// so its graph must be run by one machine at a time (as gorgonia requires
+// anyway), with the forward node executed in the same run as the gradients.
 func RFFFeatures(x, omega, b *gorgonia.Node) (*gorgonia.Node, error) {
 	const fn = "RFFFeatures"
 	if err := miscCheckNode(fn, "x", x, 3); err != nil {

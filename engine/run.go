@@ -322,8 +322,8 @@ func stepError(iter int, st StepStats, err error, dir string, saved int) error {
 	if errors.Is(err, ErrNonFinite) {
 		return fmt.Errorf("training diverged at iteration %d (loss %g): %w; %s; try a lower --lr or set clip_norm", iter, st.Loss, err, where)
 	}
-	if errors.Is(err, ErrNotPD) {
-		return fmt.Errorf("training failed at iteration %d: %w; %s", iter, err, where)
+	if IsNotPD(err) {
+		return fmt.Errorf("training failed at iteration %d: the kernel system K+λI is not positive definite: %w; %s; try a lower --lr or set clip_norm", iter, err, where)
 	}
 	return fmt.Errorf("training failed at iteration %d: %w; %s", iter, err, where)
 }
