@@ -42,7 +42,7 @@ func attL1(a, b []float64) float64 {
 func attForward(out, w, q, k []float64, d attDims) {
 	inv := 1 / math.Sqrt(float64(d.f))
 	mf, nf, mn := d.m*d.f, d.n*d.f, d.m*d.n
-	miscParallel(d.T, func(t int) {
+	miscParallel(d.T, 2*d.T*mn*d.f, func(t int) {
 		qt, kt := q[t*mf:(t+1)*mf], k[t*nf:(t+1)*nf]
 		ot, wt := out[t*mf:(t+1)*mf], w[t*mn:(t+1)*mn]
 		for i := range d.m {
@@ -80,7 +80,7 @@ func attForward(out, w, q, k []float64, d attDims) {
 func attBackward(dq, dk, q, k, w, g, scratch []float64, d attDims) {
 	inv := 1 / math.Sqrt(float64(d.f))
 	mf, nf, mn := d.m*d.f, d.n*d.f, d.m*d.n
-	miscParallel(d.T, func(t int) {
+	miscParallel(d.T, 4*d.T*mn*d.f, func(t int) {
 		qt, kt := q[t*mf:(t+1)*mf], k[t*nf:(t+1)*nf]
 		wt, gt := w[t*mn:(t+1)*mn], g[t*mf:(t+1)*mf]
 		var dqt, dkt []float64

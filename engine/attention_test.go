@@ -180,7 +180,8 @@ func TestAttentionGraphGradFD(t *testing.T) {
 }
 
 func TestAttentionDeterministicAcrossProcs(t *testing.T) {
-	d := attDims{T: 6, m: 20, n: 5, f: 64}
+	// Large enough to pass miscParallelMinWork.
+	d := attDims{T: 6, m: 75, n: 5, f: 256}
 	miscBitIdentical(t, func() [][]float64 {
 		m := attGraph(t, 15, d)
 		defer m.vm.Close()

@@ -54,7 +54,7 @@ func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, er
 		for s := 0; s < samples; s++ {
 			m.drawNoise(streamRNG(seed, streamEvalNoise, uint64(batch*samples+s)), T)
 			st := state.clone()
-			if err := m.run(gr, &b, &st); err != nil {
+			if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 				return res, err
 			}
 			if s == 0 {
@@ -145,7 +145,7 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 	for s := 0; s < draws; s++ {
 		m.drawNoise(streamRNG(c.Seed, streamDisplayNoise, uint64(iter)*1024+uint64(s)), 1)
 		st := m.State.clone()
-		if err := m.run(gr, &b, &st); err != nil {
+		if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 			return nil, err
 		}
 		for i, v := range dataOf(gr.predV)[:displayGrid] {
@@ -161,7 +161,7 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 		case gr.omega0V != nil:
 			d.OmegaSteps = [][]float64{append([]float64(nil), dataOf(gr.omega0V)...)}
 		case c.Kernel == KernelRFF:
-			d.OmegaSteps = [][]float64{append([]float64(nil), m.eps[:c.Bases*c.FeatureDim()]...)}
+			d.OmegaSteps = [][]float64{append([]float64(nil), m.noise.eps[:c.Bases*c.FeatureDim()]...)}
 		}
 	}
 	var se float64

@@ -14,6 +14,7 @@ var log2Pi = math.Log(2 * math.Pi)
 // task t as reparametrized samples of its spectral distribution q(ω|S,C).
 // mu, logvar: (T,d); eps: (T,D,d) standard normal noise.
 func Reparam(mu, logvar, eps *G.Node) (*G.Node, error) {
+	var sd []float64
 	return newKernelOp(kernelOp{
 		name: "reparam", inDims: []int{2, 2, 3}, outDims: 3, diff: []bool{true, true, false},
 		shape: func(s []tensor.Shape) (tensor.Shape, error) {
@@ -25,30 +26,37 @@ func Reparam(mu, logvar, eps *G.Node) (*G.Node, error) {
 		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
 			mu, lv, eps := in[0], in[1], in[2]
 			T, D, d := s[2][0], s[2][1], s[2][2]
+			sd = grow(sd, d)
 			for t := 0; t < T; t++ {
+				m := mu[t*d : (t+1)*d]
+				for k := range sd {
+					sd[k] = math.Exp(0.5 * lv[t*d+k])
+				}
 				for j := 0; j < D; j++ {
 					o := out[(t*D+j)*d : (t*D+j+1)*d]
 					e := eps[(t*D+j)*d : (t*D+j+1)*d]
 					for k := range o {
-						o[k] = mu[t*d+k] + math.Exp(0.5*lv[t*d+k])*e[k]
+						o[k] = m[k] + sd[k]*e[k]
 					}
 				}
 			}
 		},
 		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			// gr arrives zeroed; both gradients are sums over the D samples.
 			lv, eps := in[1], in[2]
 			T, D, d := s[2][0], s[2][1], s[2][2]
 			for t := 0; t < T; t++ {
-				for k := 0; k < d; k++ {
-					sd := math.Exp(0.5 * lv[t*d+k])
-					var gm, gl float64
-					for j := 0; j < D; j++ {
-						i := (t*D+j)*d + k
-						gm += g[i]
-						gl += g[i] * eps[i]
+				gm, gl := gr[0][t*d:(t+1)*d], gr[1][t*d:(t+1)*d]
+				for j := 0; j < D; j++ {
+					row := (t*D + j) * d
+					gj, ej := g[row:row+d], eps[row:row+d]
+					for k := range gm {
+						gm[k] += gj[k]
+						gl[k] += gj[k] * ej[k]
 					}
-					gr[0][t*d+k] = gm
-					gr[1][t*d+k] = 0.5 * sd * gl
+				}
+				for k := range gl {
+					gl[k] *= 0.5 * math.Exp(0.5*lv[t*d+k])
 				}
 			}
 		},

@@ -47,10 +47,28 @@ type Model struct {
 	State  LSTMState
 
 	graphs map[shape]*graph
-	batch  Batch
-	eps    []float64
-	phase  []float64
-	logq0c []float64
+	noise  noise // for evaluation and display runs
+
+	// Training inputs are double-buffered: while step i runs, a goroutine
+	// draws the tasks and noise of step i+1 (they depend only on the seed
+	// and i), taking that work off the critical path.
+	bufs    [2]stepInput
+	pending *stepInput
+	ready   chan struct{}
+}
+
+// noise is one draw of everything random a forward pass needs.
+type noise struct {
+	eps    []float64 // (T,D,d) standard normal: ω₀ = μ + σ⊙ε, or ω itself for RFF
+	phase  []float64 // (T,D) RFF phases b ~ U[0, 2π]
+	logq0c []float64 // (T) the gradient-free part of the mean log q0(ω₀)
+}
+
+// stepInput is the data of one training iteration.
+type stepInput struct {
+	iter  int
+	batch Batch
+	noise noise
 }
 
 // NewModel initializes a model's parameters from cfg.Seed.
@@ -83,37 +101,89 @@ func (m *Model) graph(sh shape) (*graph, error) {
 
 // Close releases the machines of all graphs.
 func (m *Model) Close() {
+	m.waitPrefetch()
 	for _, gr := range m.graphs {
 		gr.vm.Close()
 	}
 	m.graphs = map[shape]*graph{}
 }
 
-// drawNoise fills ε, the RFF phases b and the gradient-free part of
-// log q0 for T tasks from rng.
-func (m *Model) drawNoise(rng *rand.Rand, T int) {
-	D, f := m.Cfg.Bases, m.Cfg.FeatureDim()
-	m.eps = grow(m.eps, T*D*f)
-	m.phase = grow(m.phase, T*D)
-	m.logq0c = grow(m.logq0c, T)
-	for i := range m.eps {
-		m.eps[i] = rng.NormFloat64()
+// draw fills ε, the RFF phases b and the gradient-free part of log q0
+// for T tasks from rng.
+func (n *noise) draw(rng *rand.Rand, T, D, f int) {
+	n.eps = grow(n.eps, T*D*f)
+	n.phase = grow(n.phase, T*D)
+	n.logq0c = grow(n.logq0c, T)
+	for i := range n.eps {
+		n.eps[i] = rng.NormFloat64()
 	}
-	for i := range m.phase {
-		m.phase[i] = 2 * math.Pi * rng.Float64()
+	for i := range n.phase {
+		n.phase[i] = 2 * math.Pi * rng.Float64()
 	}
 	for t := 0; t < T; t++ {
 		var s float64
-		for _, e := range m.eps[t*D*f : (t+1)*D*f] {
+		for _, e := range n.eps[t*D*f : (t+1)*D*f] {
 			s += e * e
 		}
-		m.logq0c[t] = -0.5*s/float64(D) - 0.5*float64(f)*log2Pi
+		n.logq0c[t] = -0.5*s/float64(D) - 0.5*float64(f)*log2Pi
+	}
+}
+
+func (m *Model) drawNoise(rng *rand.Rand, T int) {
+	m.noise.draw(rng, T, m.Cfg.Bases, m.Cfg.FeatureDim())
+}
+
+// prepare draws iteration iter's tasks and noise into in.
+func (m *Model) prepare(iter int, in *stepInput) {
+	c := m.Cfg
+	in.iter = iter
+	in.batch.Resize(c.MetaBatch, c.Shot, c.Query, m.Src.InDim(), m.Src.OutDim())
+	m.Src.Sample(streamRNG(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
+	in.noise.draw(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim())
+}
+
+// input returns iteration iter's data, from the prefetch when it matches.
+func (m *Model) input(iter int) *stepInput {
+	if m.pending != nil {
+		<-m.ready
+		in := m.pending
+		m.pending = nil
+		if in.iter == iter {
+			return in
+		}
+	}
+	in := &m.bufs[0]
+	m.prepare(iter, in)
+	return in
+}
+
+// prefetch starts drawing iteration iter's data into the buffer that cur
+// is not using.
+func (m *Model) prefetch(iter int, cur *stepInput) {
+	next := &m.bufs[0]
+	if cur == next {
+		next = &m.bufs[1]
+	}
+	m.pending, m.ready = next, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		m.prepare(iter, next)
+	}(m.ready)
+}
+
+// waitPrefetch lets a running prefetch finish, so that nothing touches the
+// model's buffers after the caller moves on.
+func (m *Model) waitPrefetch() {
+	if m.pending != nil {
+		<-m.ready
+		m.pending = nil
 	}
 }
 
 // run binds a batch, noise and context state to gr and executes it. When
-// state is non-nil it is advanced to the LSTM's final state.
-func (m *Model) run(gr *graph, b *Batch, state *LSTMState) (err error) {
+// state is non-nil it is advanced to the LSTM's final state. bound, if
+// set, is called once the inputs are copied into the graph.
+func (m *Model) run(gr *graph, b *Batch, nz *noise, state *LSTMState, bound func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("engine: model run panicked: %v", r)
@@ -128,14 +198,17 @@ func (m *Model) run(gr *graph, b *Batch, state *LSTMState) (err error) {
 	copy(x[b.T*b.NS*in:], b.XQ[:b.T*b.NQ*in])
 	setInput(gr.ys, b.YS)
 	setInput(gr.yq, b.YQ)
-	setInput(gr.eps, m.eps)
-	setInput(gr.phase, m.phase)
-	setInput(gr.logq0c, m.logq0c)
+	setInput(gr.eps, nz.eps)
+	setInput(gr.phase, nz.phase)
+	setInput(gr.logq0c, nz.logq0c)
 	if state != nil {
 		for k := 0; k < 2; k++ {
 			setInput(gr.h0[k], state.H[k])
 			setInput(gr.c0[k], state.C[k])
 		}
+	}
+	if bound != nil {
+		bound()
 	}
 	gr.vm.Reset()
 	if err := gr.vm.RunAll(); err != nil {
@@ -166,11 +239,13 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 	if err != nil {
 		return StepStats{}, err
 	}
-	m.batch.Resize(c.MetaBatch, c.Shot, c.Query, m.Src.InDim(), m.Src.OutDim())
-	m.Src.Sample(streamRNG(c.Seed, streamTrainTasks, uint64(iter)), &m.batch)
-	m.drawNoise(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch)
+	in := m.input(iter)
 	next := m.State.clone()
-	if err := m.run(gr, &m.batch, &next); err != nil {
+	// Once the inputs are copied into the graph, their buffer is free and
+	// the next iteration's draw can overlap this one's forward and backward.
+	err = m.run(gr, &in.batch, &in.noise, &next, func() { m.prefetch(iter+1, in) })
+	if err != nil {
+		m.waitPrefetch()
 		return StepStats{}, err
 	}
 	st := StepStats{Loss: scalarOf(gr.lossV), Data: scalarOf(gr.dataV), Lambda: scalarOf(gr.lambdaV)}

@@ -34,33 +34,46 @@ func miscHash(op interface{ WriteHash(hash.Hash) }) uint32 {
 	return h.Sum32()
 }
 
-// miscParallel runs fn(t) for t in [0, n). Each index runs entirely on one
-// goroutine, so any kernel that writes only index-t data is bit-identical
-// whatever GOMAXPROCS is; only the number of workers depends on it.
-func miscParallel(n int, fn func(t int)) {
+// miscParallelMinWork is the estimated work (inner-loop operations, about
+// a nanosecond each) below which miscParallel stays on the calling
+// goroutine. Waking a goroutine on an idle core was measured at ~100µs on
+// the 2-core VM this was written on; a helper that arrives that late only
+// slows a short op down (it takes the last job while the caller waits).
+const miscParallelMinWork = 1 << 18
+
+// miscParallel runs fn(t) for t in [0, n); work estimates the total cost
+// in inner-loop operations. Each index runs entirely on one goroutine, so any
+// kernel that writes only index-t data is bit-identical whatever GOMAXPROCS
+// is; only the number of workers depends on it.
+//
+// The caller works too, and waits for the jobs rather than for the helpers:
+// a late helper just finds no job left and returns.
+func miscParallel(n, work int, fn func(t int)) {
 	w := min(runtime.GOMAXPROCS(0), n)
-	if w <= 1 {
+	if w <= 1 || work < miscParallelMinWork {
 		for t := range n {
 			fn(t)
 		}
 		return
 	}
 	var next atomic.Int64
-	work := func() {
+	var jobs sync.WaitGroup
+	jobs.Add(n)
+	worker := func() {
 		for {
 			t := int(next.Add(1) - 1)
 			if t >= n {
 				return
 			}
 			fn(t)
+			jobs.Done()
 		}
 	}
-	var wg sync.WaitGroup
 	for range w - 1 {
-		wg.Go(work)
+		go worker()
 	}
-	work()
-	wg.Wait()
+	worker()
+	jobs.Wait()
 }
 
 // miscResize returns s with length n, reusing its storage when large enough.
@@ -168,7 +181,7 @@ func (d rffDims) scale() float64 { return math.Sqrt(2 / float64(d.D)) }
 func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 	c := d.scale()
 	nD, nf, Df := d.n*d.D, d.n*d.f, d.D*d.f
-	miscParallel(d.T, func(t int) {
+	miscParallel(d.T, d.T*nD*(d.f+10), func(t int) {
 		zt := z[t*nD : (t+1)*nD]
 		miscGemm(blas.NoTrans, blas.Trans, d.n, d.D, d.f, 1,
 			x[t*nf:(t+1)*nf], d.f, omega[t*Df:(t+1)*Df], d.f, 0, zt, d.D)
@@ -202,7 +215,7 @@ func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 func rffBackward(dx, domega, x, omega, sinv, g, scratch []float64, d rffDims) {
 	alpha := -d.scale()
 	nD, nf, Df := d.n*d.D, d.n*d.f, d.D*d.f
-	miscParallel(d.T, func(t int) {
+	miscParallel(d.T, d.T*nD*d.f, func(t int) {
 		s := scratch[t*nD : (t+1)*nD]
 		st, gt := sinv[t*nD:(t+1)*nD], g[t*nD:(t+1)*nD]
 		for i := range s {

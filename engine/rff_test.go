@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"gorgonia.org/gorgonia"
@@ -186,6 +187,20 @@ func miscBitIdentical(t *testing.T, f func() [][]float64) {
 		for j := range one[i] {
 			if math.Float64bits(one[i][j]) != math.Float64bits(two[i][j]) {
 				t.Fatalf("result %d differs at %d: %v (1 proc) vs %v (2 procs)", i, j, one[i][j], two[i][j])
+			}
+		}
+	}
+}
+
+func TestMiscParallelRunsEachIndexOnce(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(prev)
+	for _, tc := range []struct{ n, work int }{{0, 0}, {1, 1 << 30}, {7, 0}, {7, 1 << 30}, {100, 1 << 30}} {
+		counts := make([]int32, tc.n)
+		miscParallel(tc.n, tc.work, func(i int) { atomic.AddInt32(&counts[i], 1) })
+		for i, c := range counts {
+			if c != 1 {
+				t.Fatalf("n=%d work=%d: index %d ran %d times", tc.n, tc.work, i, c)
 			}
 		}
 	}

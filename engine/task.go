@@ -29,7 +29,8 @@ func grow(s []float64, n int) []float64 {
 }
 
 // TaskSource draws few-shot tasks. Implementations must draw only from the
-// given rng so that a seed fixes the task stream.
+// given rng so that a seed fixes the task stream. The engine calls Sample
+// from a prefetching goroutine, never concurrently with itself.
 type TaskSource interface {
 	// Name identifies the task family in summaries, e.g. "sine".
 	Name() string
