@@ -87,4 +87,5 @@ func BenchmarkSineStep(b *testing.B) {
 		})
 	}
 }
+
 var sin = math.Sin
