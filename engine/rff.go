@@ -384,7 +384,8 @@ func (op *rffOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 
 // rffGradOp produces the gradient w.r.t. x (wrt 0) or omega (wrt 1) from
 // (x, omega, b, z, dz). The two gradients are separate ops because each is
-// one GEMM of its own; they share only the cheap S = sin∘dz product.
+// one GEMM of its own; each recomputes the cheap S = sin∘dz product rather
+// than depend on the order in which the machine runs them.
 type rffGradOp struct {
 	id      uint64
 	wrt     int
