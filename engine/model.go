@@ -29,13 +29,12 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 	ps.add("infer.b0", 1, H)
 	glorot(rng, ps.add("infer.W1", H, H).Data, H, H)
 	ps.add("infer.b1", 1, H)
-	ctx := H
+	ctx := contextDim(cfg)
 	switch cfg.Context {
 	case ContextLSTM, ContextBiLSTM:
 		dirs := []string{"fw"}
 		if cfg.Context == ContextBiLSTM {
 			dirs = append(dirs, "bw")
-			ctx = 2 * H
 		}
 		for _, dir := range dirs {
 			w := ps.add("lstm."+dir+".W", H+H, 4*H)
@@ -78,10 +77,15 @@ func scale(x []float64, s float64) {
 	}
 }
 
-// contextDim is the width of h, the vector q(ω|h) and the flows condition on.
+// contextDim is the width of h, the vector q(ω|h) and the flows condition
+// on: the task summary s̄, followed by the LSTM output(s) when there is
+// context.
 func contextDim(cfg Config) int {
-	if cfg.Context == ContextBiLSTM {
+	switch cfg.Context {
+	case ContextLSTM:
 		return 2 * cfg.InferHidden
+	case ContextBiLSTM:
+		return 3 * cfg.InferHidden
 	}
 	return cfg.InferHidden
 }
@@ -213,10 +217,10 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 					return nil, err
 				}
 			}
-			h = outs[0]
-			if dirs == 2 {
-				h = must(G.Concat(1, outs[0], outs[1]))
-			}
+			// q(ω|S,C) sees the task's own summary next to the context:
+			// the LSTM output alone must squeeze the current task through
+			// its gates, and that measurably loses to no context at all.
+			h = must(G.Concat(1, append([]*G.Node{sbar}, outs...)...))
 		}
 		mu = must(denseLayer(h, p["q.Wmu"], p["q.bmu"]))
 		lv = must(denseLayer(h, p["q.Wlv"], p["q.blv"]))
