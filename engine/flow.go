@@ -9,8 +9,10 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/chewxy/hm"
+	"github.com/mkbench/mkbench/engine/internal/sgemm"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -174,46 +176,204 @@ type flowRows struct{ row0, step int }
 
 func (v flowRows) of(D int) (off, ld int) { return v.row0 * D, v.step * D }
 
+// flowFloat is the working precision of a flow kernel. The op's inputs and
+// outputs are float64 either way; production runs in float32 (AVX2 GEMM and
+// fast element-wise kernels from internal/sgemm), while float64 runs the
+// same code through gonum and the math package so that finite-difference
+// tests can check it to ~1e-7.
+type flowFloat interface{ float32 | float64 }
+
+// flowEpi is work fused into the store of a product (see sgemm.Epilogue):
+// add bias[i] to row i, clamp at zero, zero where mask ≤ 0.
+type flowEpi[F flowFloat] struct {
+	bias []F
+	relu bool
+	mask []F
+	ldm  int
+}
+
+// flowMath is the precision-specific part of the kernels.
+type flowMath[F flowFloat] struct {
+	// gemm computes C = op(A)·op(B) + beta·C, then the epilogue; serial.
+	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, ep flowEpi[F])
+	// coupling: s = tanh(o), e = exp(s), y = x·e + t, ld += s (per element).
+	coupling func(y, x, o, t, s, e, ld []F)
+	// couplingGrad: gs = (g·x·e + gl)(1 − s²), gt = g, g = g·e.
+	couplingGrad func(gs, gt, g, x, s, e, gl []F)
+	// addRowSums adds the row sums of a rows×cols matrix (stride ld) to dst.
+	addRowSums func(dst, src []F, rows, cols, ld int)
+	// transpose writes the transpose of a rows×cols matrix.
+	transpose func(dst []F, ldd int, src []F, lds, rows, cols int)
+	// fromF64 and toF64 convert a rows×cols matrix from and to float64.
+	fromF64 func(dst []F, ldd int, src []float64, lds, rows, cols int)
+	toF64   func(dst []float64, ldd int, src []F, lds, rows, cols int)
+}
+
+var flowMath32 = flowMath[float32]{
+	gemm: func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, ep flowEpi[float32]) {
+		ws.GemmEpilogue(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc,
+			sgemm.Epilogue{RowBias: ep.bias, ReLU: ep.relu, Mask: ep.mask, LdMask: ep.ldm})
+	},
+	coupling:     sgemm.AffineCoupling,
+	couplingGrad: sgemm.AffineCouplingGrad,
+	addRowSums:   sgemm.AddRowSums,
+	transpose:    sgemm.Transpose,
+	fromF64:      sgemm.ToFloat32,
+	toF64:        sgemm.ToFloat64,
+}
+
+var flowMath64 = flowMath[float64]{
+	gemm: func(_ *sgemm.Workspace, tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, ep flowEpi[float64]) {
+		flowGemm(tA, tB, m, n, k, a, lda, b, ldb, beta, c, ldc)
+		if ep.bias == nil && !ep.relu && ep.mask == nil {
+			return
+		}
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			for j, v := range row {
+				if ep.bias != nil {
+					v += ep.bias[i]
+				}
+				if ep.relu && v < 0 {
+					v = 0
+				}
+				if ep.mask != nil && !(ep.mask[i*ep.ldm+j] > 0) {
+					v = 0
+				}
+				row[j] = v
+			}
+		}
+	},
+	coupling: func(y, x, o, t, s, e, ld []float64) {
+		for r := range y {
+			sv := math.Tanh(o[r])
+			ev := math.Exp(sv)
+			s[r], e[r] = sv, ev
+			y[r] = x[r]*ev + t[r]
+			ld[r] += sv
+		}
+	},
+	couplingGrad: func(gs, gt, g, x, s, e, gl []float64) {
+		for r, gv := range g {
+			ev, sv := e[r], s[r]
+			gs[r] = (gv*x[r]*ev + gl[r]) * (1 - sv*sv)
+			gt[r] = gv
+			g[r] = gv * ev
+		}
+	},
+	addRowSums: func(dst, src []float64, rows, cols, ld int) {
+		for i := 0; i < rows; i++ {
+			s := 0.0
+			for _, v := range src[i*ld : i*ld+cols] {
+				s += v
+			}
+			dst[i] += s
+		}
+	},
+	transpose: flowTranspose[float64],
+	fromF64:   flowCopyRows,
+	toF64:     flowCopyRows,
+}
+
+func flowCopyRows(dst []float64, ldd int, src []float64, lds, rows, cols int) {
+	for i := 0; i < rows; i++ {
+		copy(dst[i*ldd:i*ldd+cols], src[i*lds:i*lds+cols])
+	}
+}
+
 // flowTask is the forward cache of one task. Everything is stored
-// feature-major (one row of D samples per feature) so that every BLAS call
+// feature-major (one row of D samples per feature) so that every product
 // runs along the long sample axis and the coupling halves are plain strided
 // row views: no gathering or scattering between layers.
-type flowTask struct {
-	w   [][]float64    // ω_0..ω_K, each Dim×D
-	hid [][2][]float64 // per layer and half: H×D hidden activations
-	s   [][2][]float64 // per layer and half: m×D tanh scales
-	e   [][2][]float64 // per layer and half: m×D exp(s)
+type flowTask[F flowFloat] struct {
+	w   [][]F    // ω_0..ω_K, each Dim×D
+	hid [][2][]F // per layer and half: H×D hidden activations (after ReLU)
+	s   [][2][]F // per layer and half: m×D tanh scales
+	e   [][2][]F // per layer and half: m×D exp(s)
 }
 
 // flowScratch is per-chunk working memory; a chunk is processed by one
 // goroutine at a time.
-type flowScratch struct {
-	ld, gl []float64 // D
-	out    []float64 // 2m×D network output (forward) or its gradient
-	ghid   []float64 // H×D
-	gw     []float64 // Dim×D gradient w.r.t. the current ω
+type flowScratch[F flowFloat] struct {
+	ws     sgemm.Workspace // packing buffers of the float32 products
+	ld, gl []F             // D
+	out    []F             // 2m×D network output (forward) or its gradient
+	ghid   []F             // H×D
+	gw     []F             // Dim×D gradient w.r.t. the current ω
+	rows   []F             // D×(Dim+1) sample-major staging for conversions
 }
 
-// FlowKernel evaluates a conditional coupling flow on plain float64 slices,
-// keeping the forward intermediates needed by Backward. Buffers are sized on
-// first use and reused; a FlowKernel is not safe for concurrent use.
-type FlowKernel struct {
-	spec   FlowSpec
-	layers []flowLayer
-	nP     int
-
+// flowCore holds the state of a kernel in working precision F. Half q =
+// 2·layer + i of the flow owns column block q (H wide) of the context
+// matrices, so that one product computes the context terms of all halves.
+type flowCore[F flowFloat] struct {
+	fm     *flowMath[F]
+	spec   flowSpecInfo
 	T, D   int
 	chunks [][2]int
 
+	th    []F   // theta converted to F (W1, b1, W2, b2 blocks; theta layout)
+	wcAll []F   // Cond × NH: Wc of half q in columns q·H…q·H+H-1
+	condF []F   // T×Cond
+	ctx   []F   // T × NH: Wcᵀh_t + b1 of every half
+	gctx  []F   // T × NH: gradient w.r.t. ctx
+	gWc   []F   // Cond × NH: Wc gradient of every half
+	gCond []F   // T×Cond
+	w1t   [][]F // per half: W1ᵀ (H×nIn)
+	w2t   [][]F // per half: W2ᵀ (2m×H)
+	tasks []flowTask[F]
+	scr   []flowScratch[F]
+	// part holds per chunk the W1, W2 and b2 gradients of every half, in
+	// theta layout.
+	part [][]F
+
+	pool flowPool
+	// The parallel loop bodies live here, so that starting one allocates
+	// nothing.
+	jSetup  flowSetup[F]
+	jFwd    flowForward[F]
+	jBwd    flowBackward[F]
+	jReduce flowReduce[F]
+}
+
+// flowSpecInfo is what a core needs of its kernel's spec.
+type flowSpecInfo struct {
+	FlowSpec
+	layers []flowLayer
+	nP     int
+	nh     int // halves: 2·Layers
+}
+
+// flowImpl is a flowCore of either precision; inputs are validated by the
+// FlowKernel.
+type flowImpl interface {
+	forward(T, D int, omega0, cond, theta, out []float64)
+	backwardCore(gOut, gOmega0 []float64)
+	gradTheta(gTheta []float64)
+	gradCond(gCond []float64)
+	steps(t int) [][]float64
+}
+
+// FlowKernel evaluates a conditional coupling flow on plain float64 slices,
+// keeping the forward intermediates needed by Backward. It computes in
+// float32 internally (the products on AVX2+FMA when the CPU has them);
+// results agree with a float64 evaluation to ~1e-5 relative and are
+// bit-identical for any GOMAXPROCS. Buffers are sized on first use and
+// reused; a FlowKernel is not safe for concurrent use.
+type FlowKernel struct {
+	info flowSpecInfo
+
+	// f64 makes the next Forward (and its Backward) run in float64, for
+	// tests that check gradients by finite differences.
+	f64 bool
+	c32 *flowCore[float32]
+	c64 *flowCore[float64]
+	cur flowImpl // the core of the last Forward
+
+	T, D        int
 	cond, theta []float64 // inputs of the last Forward (not copied)
 	fwdDone     bool
 	bwdDone     bool
-
-	ctx, gctx [][2][]float64 // per layer and half: T×H context term Wcᵀh+b1 and its gradient
-	w1t, w2t  [][2][]float64 // per layer and half: W1ᵀ (H×nIn) and W2ᵀ (2m×H)
-	tasks     []flowTask
-	scr       []flowScratch
-	part      [][]float64 // per chunk: partial gradient in theta layout (W1, W2, b2 only)
 }
 
 // NewFlowKernel returns a kernel for spec.
@@ -221,63 +381,79 @@ func NewFlowKernel(spec FlowSpec) (*FlowKernel, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	k := &FlowKernel{spec: spec, layers: spec.layout(), nP: spec.NumParams()}
-	K := spec.Layers
-	k.ctx = make([][2][]float64, K)
-	k.gctx = make([][2][]float64, K)
-	k.w1t = make([][2][]float64, K)
-	k.w2t = make([][2][]float64, K)
-	for l := range k.layers {
-		for i, h := range k.layers[l].h {
-			k.w1t[l][i] = make([]float64, spec.Hidden*h.nIn)
-			k.w2t[l][i] = make([]float64, 2*h.m*spec.Hidden)
-		}
-	}
-	return k, nil
+	info := flowSpecInfo{FlowSpec: spec, layers: spec.layout(), nP: spec.NumParams(), nh: 2 * spec.Layers}
+	return &FlowKernel{info: info}, nil
 }
 
 // Spec returns the kernel's spec.
-func (k *FlowKernel) Spec() FlowSpec { return k.spec }
+func (k *FlowKernel) Spec() FlowSpec { return k.info.FlowSpec }
 
-func (k *FlowKernel) resize(T, D int) {
+func newFlowCore[F flowFloat](info flowSpecInfo, fm *flowMath[F]) *flowCore[F] {
+	k := &flowCore[F]{fm: fm, spec: info}
+	H, c := info.Hidden, info.Cond
+	k.th = flowAlloc[F](info.nP)
+	k.wcAll = flowAlloc[F](c * info.nh * H)
+	k.gWc = flowAlloc[F](c * info.nh * H)
+	for _, L := range info.layers {
+		for _, h := range L.h {
+			k.w1t = append(k.w1t, flowAlloc[F](H*h.nIn))
+			k.w2t = append(k.w2t, flowAlloc[F](2*h.m*H))
+		}
+	}
+	return k
+}
+
+// flowAlloc returns n zeros starting on a 64-byte boundary: with D a
+// multiple of 16 every row of D floats is then a whole number of cache
+// lines, which the GEMM reads in place.
+func flowAlloc[F flowFloat](n int) []F {
+	var z F
+	sz := int(unsafe.Sizeof(z))
+	raw := make([]F, n+64/sz)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(unsafe.SliceData(raw))) % 64); r != 0 {
+		off = (64 - r) / sz
+	}
+	return raw[off : off+n : off+n]
+}
+
+func (k *flowCore[F]) resize(T, D int) {
 	if T == k.T && D == k.D && k.scr != nil {
 		return
 	}
 	k.T, k.D = T, D
 	s := k.spec
-	d, H, K := s.Dim, s.Hidden, s.Layers
+	d, c, H, K, NH := s.Dim, s.Cond, s.Hidden, s.Layers, s.nh*s.Hidden
 	nc := min(T, flowChunks)
 	k.chunks = make([][2]int, nc)
-	for c := range k.chunks {
-		k.chunks[c] = [2]int{c * T / nc, (c + 1) * T / nc}
+	for ci := range k.chunks {
+		k.chunks[ci] = [2]int{ci * T / nc, (ci + 1) * T / nc}
 	}
-	for l := range k.layers {
-		for i := range k.layers[l].h {
-			k.ctx[l][i] = make([]float64, T*H)
-			k.gctx[l][i] = make([]float64, T*H)
-		}
-	}
+	k.condF = flowAlloc[F](T * c)
+	k.ctx = flowAlloc[F](T * NH)
+	k.gctx = flowAlloc[F](T * NH)
+	k.gCond = flowAlloc[F](T * c)
 	// One slab per task keeps a task's cache contiguous for the core that
 	// runs it.
 	per := (K+1)*d*D + K*2*H*D + K*2*d*D
-	k.tasks = make([]flowTask, T)
+	k.tasks = make([]flowTask[F], T)
 	for t := range k.tasks {
-		slab := make([]float64, per)
-		take := func(n int) []float64 {
+		slab := flowAlloc[F](per)
+		take := func(n int) []F {
 			b := slab[:n:n]
 			slab = slab[n:]
 			return b
 		}
 		ft := &k.tasks[t]
-		ft.w = make([][]float64, K+1)
+		ft.w = make([][]F, K+1)
 		for j := range ft.w {
 			ft.w[j] = take(d * D)
 		}
-		ft.hid = make([][2][]float64, K)
-		ft.s = make([][2][]float64, K)
-		ft.e = make([][2][]float64, K)
-		for l := range k.layers {
-			for i, h := range k.layers[l].h {
+		ft.hid = make([][2][]F, K)
+		ft.s = make([][2][]F, K)
+		ft.e = make([][2][]F, K)
+		for l := range s.layers {
+			for i, h := range s.layers[l].h {
 				ft.hid[l][i] = take(H * D)
 				ft.s[l][i] = take(h.m * D)
 				ft.e[l][i] = take(h.m * D)
@@ -285,56 +461,64 @@ func (k *FlowKernel) resize(T, D int) {
 		}
 	}
 	maxM := d - d/2
-	k.scr = make([]flowScratch, nc)
-	k.part = make([][]float64, nc)
-	for c := range k.scr {
-		k.scr[c] = flowScratch{
-			ld: make([]float64, D), gl: make([]float64, D),
-			out: make([]float64, 2*maxM*D), ghid: make([]float64, H*D), gw: make([]float64, d*D),
+	k.scr = make([]flowScratch[F], nc)
+	k.part = make([][]F, nc)
+	for ci := range k.scr {
+		k.scr[ci] = flowScratch[F]{
+			ld: flowAlloc[F](D), gl: flowAlloc[F](D),
+			out: flowAlloc[F](2 * maxM * D), ghid: flowAlloc[F](H * D), gw: flowAlloc[F](d * D),
+			rows: flowAlloc[F](D * (d + 1)),
 		}
-		k.part[c] = make([]float64, k.nP)
+		k.part[ci] = flowAlloc[F](s.nP)
 	}
 }
 
-// parallel runs fn(c) for every chunk, in reverse chunk order if rev.
-// Chunks are claimed dynamically by min(GOMAXPROCS, chunks) goroutines,
-// which is safe for determinism because each chunk writes only its own
-// scratch, partials and task rows.
-func (k *FlowKernel) parallel(rev bool, fn func(c int)) {
-	n := len(k.chunks)
+// flowJob is a parallel loop body; jobs are methods of long-lived values so
+// that starting a loop allocates nothing but the helper goroutines.
+type flowJob interface{ run(i int) }
+
+// flowPool runs n jobs on min(GOMAXPROCS, n) goroutines that claim indices
+// dynamically. That is safe for determinism because every job writes only
+// memory of its own (a chunk's scratch, partials and task rows, or one
+// half's parameter blocks).
+type flowPool struct {
+	n    int
+	rev  bool
+	job  flowJob
+	next atomic.Int32
+	wg   sync.WaitGroup
+}
+
+func (p *flowPool) work() {
+	for {
+		i := int(p.next.Add(1)) - 1
+		if i >= p.n {
+			return
+		}
+		if p.rev {
+			i = p.n - 1 - i
+		}
+		p.job.run(i)
+	}
+}
+
+func (p *flowPool) helper() {
+	defer p.wg.Done()
+	p.work()
+}
+
+// parallel runs job.run(i) for i < n, in decreasing order of i if rev.
+func (p *flowPool) parallel(n int, rev bool, job flowJob) {
 	w := min(runtime.GOMAXPROCS(0), n)
-	order := func(i int) int {
-		if rev {
-			return n - 1 - i
-		}
-		return i
-	}
-	if w <= 1 {
-		for i := 0; i < n; i++ {
-			fn(order(i))
-		}
-		return
-	}
-	var next atomic.Int32
-	work := func() {
-		for {
-			i := int(next.Add(1)) - 1
-			if i >= n {
-				return
-			}
-			fn(order(i))
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Add(w - 1)
+	p.n, p.rev, p.job = n, rev, job
+	p.next.Store(0)
+	p.wg.Add(w - 1)
 	for i := 0; i < w-1; i++ {
-		go func() {
-			defer wg.Done()
-			work()
-		}()
+		go p.helper()
 	}
-	work()
-	wg.Wait()
+	p.work()
+	p.wg.Wait()
+	p.job = nil
 }
 
 // flowGemm computes C = A·B + beta·C (A, B optionally transposed) with
@@ -377,9 +561,9 @@ func flowGemm(tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb i
 	}
 }
 
-// flowTranspose writes the transpose of the r×c matrix src (row stride lds)
-// into dst (row stride ldd).
-func flowTranspose(dst []float64, ldd int, src []float64, lds, r, c int) {
+// flowTranspose writes the transpose of the r×c matrix src (row stride
+// lds) into dst (row stride ldd).
+func flowTranspose[F flowFloat](dst []F, ldd int, src []F, lds, r, c int) {
 	for i := 0; i < r; i++ {
 		row := src[i*lds : i*lds+c]
 		for j, v := range row {
@@ -388,13 +572,27 @@ func flowTranspose(dst []float64, ldd int, src []float64, lds, r, c int) {
 	}
 }
 
+// core returns the core for the precision of the next Forward.
+func (k *FlowKernel) core() flowImpl {
+	if k.f64 {
+		if k.c64 == nil {
+			k.c64 = newFlowCore(k.info, &flowMath64)
+		}
+		return k.c64
+	}
+	if k.c32 == nil {
+		k.c32 = newFlowCore(k.info, &flowMath32)
+	}
+	return k.c32
+}
+
 // Forward maps omega0 (T×D×Dim) through the flow conditioned on cond (T×Cond)
 // with parameters theta (NumParams) and writes out (T×D×(Dim+1)): the last
 // column of each row is the summed log|det| of that sample. cond and theta
 // are kept by reference for Backward and must not change in between.
 func (k *FlowKernel) Forward(T, D int, omega0, cond, theta, out []float64) error {
-	s := k.spec
-	d, c, H := s.Dim, s.Cond, s.Hidden
+	s := k.info
+	d, c := s.Dim, s.Cond
 	switch {
 	case T < 1 || D < 1:
 		return fmt.Errorf("flow: T = %d, D = %d, want ≥ 1", T, D)
@@ -402,44 +600,105 @@ func (k *FlowKernel) Forward(T, D int, omega0, cond, theta, out []float64) error
 		return fmt.Errorf("flow: omega0 has %d values, want T·D·Dim = %d", len(omega0), T*D*d)
 	case len(cond) != T*c:
 		return fmt.Errorf("flow: cond has %d values, want T·Cond = %d", len(cond), T*c)
-	case len(theta) != k.nP:
-		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.nP)
+	case len(theta) != s.nP:
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), s.nP)
 	case len(out) != T*D*(d+1):
 		return fmt.Errorf("flow: out has %d values, want T·D·(Dim+1) = %d", len(out), T*D*(d+1))
 	}
-	k.resize(T, D)
+	k.cur = k.core()
+	k.T, k.D = T, D
 	k.cond, k.theta = cond, theta
-	for l := range k.layers {
-		for i, h := range k.layers[l].h {
-			// Wcᵀh + b1 is shared by all D samples of a task.
-			ctx := k.ctx[l][i]
-			b1 := theta[h.b1 : h.b1+H]
-			for t := 0; t < T; t++ {
-				copy(ctx[t*H:(t+1)*H], b1)
-			}
-			flowGemm(false, false, T, H, c, cond, c, theta[h.wc:], H, 1, ctx, H)
-			flowTranspose(k.w1t[l][i], h.nIn, theta[h.w1:h.wc], H, h.nIn, H)
-			flowTranspose(k.w2t[l][i], H, theta[h.w2:h.b2], 2*h.m, H, 2*h.m)
-		}
-	}
-	k.parallel(false, func(ci int) {
-		sc := &k.scr[ci]
-		for t := k.chunks[ci][0]; t < k.chunks[ci][1]; t++ {
-			k.forwardTask(t, sc, omega0, out)
-		}
-	})
+	k.cur.forward(T, D, omega0, cond, theta, out)
 	k.fwdDone, k.bwdDone = true, false
 	return nil
 }
 
-func (k *FlowKernel) forwardTask(t int, sc *flowScratch, omega0, out []float64) {
+// flowSetup converts theta for one half q and prepares its context terms
+// and transposed weights.
+type flowSetup[F flowFloat] struct {
+	k     *flowCore[F]
+	theta []float64
+}
+
+func (j *flowSetup[F]) run(q int) {
+	k := j.k
+	s := k.spec
+	h := &s.layers[q/2].h[q%2]
+	H, c, NH, m2 := s.Hidden, s.Cond, s.nh*s.Hidden, 2*h.m
+	th := k.th
+	for i := h.w1; i < h.wc; i++ {
+		th[i] = F(j.theta[i])
+	}
+	for i := h.b1; i < h.end; i++ {
+		th[i] = F(j.theta[i])
+	}
+	for r := 0; r < c; r++ {
+		dst := k.wcAll[r*NH+q*H : r*NH+(q+1)*H]
+		for u, v := range j.theta[h.wc+r*H : h.wc+(r+1)*H] {
+			dst[u] = F(v)
+		}
+	}
+	// ctx starts as b1 and receives Wcᵀh from one product over all halves.
+	b1 := th[h.b1 : h.b1+H]
+	for t := 0; t < k.T; t++ {
+		copy(k.ctx[t*NH+q*H:t*NH+(q+1)*H], b1)
+	}
+	k.fm.transpose(k.w1t[q], h.nIn, th[h.w1:], H, h.nIn, H)
+	k.fm.transpose(k.w2t[q], H, th[h.w2:], m2, H, m2)
+}
+
+// flowForward runs the forward pass of the tasks of one chunk.
+type flowForward[F flowFloat] struct {
+	k           *flowCore[F]
+	omega0, out []float64
+}
+
+func (j *flowForward[F]) run(ci int) {
+	k := j.k
+	sc := &k.scr[ci]
+	for t := k.chunks[ci][0]; t < k.chunks[ci][1]; t++ {
+		k.forwardTask(t, sc, j.omega0, j.out)
+	}
+}
+
+func (k *flowCore[F]) forward(T, D int, omega0, cond, theta, out []float64) {
+	k.resize(T, D)
+	s := k.spec
+	c, NH := s.Cond, s.nh*s.Hidden
+	for i, v := range cond {
+		k.condF[i] = F(v)
+	}
+	k.jSetup = flowSetup[F]{k: k, theta: theta}
+	k.pool.parallel(s.nh, false, &k.jSetup)
+	k.fm.gemm(&k.scr[0].ws, false, false, T, NH, c, k.condF, c, k.wcAll, NH, 1, k.ctx, NH, flowEpi[F]{})
+	k.jFwd = flowForward[F]{k: k, omega0: omega0, out: out}
+	k.pool.parallel(len(k.chunks), false, &k.jFwd)
+	k.jSetup, k.jFwd = flowSetup[F]{}, flowForward[F]{} // drop the caller's slices
+}
+
+// loadRows converts rows×cols of src (row stride lds, float64) into the
+// feature-major dst (cols×rows, row stride rows), through the staging
+// buffer st.
+func (k *flowCore[F]) loadRows(dst []F, src []float64, lds, rows, cols int, st []F) {
+	k.fm.fromF64(st, cols, src, lds, rows, cols)
+	k.fm.transpose(dst, rows, st, cols, rows, cols)
+}
+
+// storeRows is the inverse of loadRows: the cols×rows feature-major src
+// becomes rows×cols of dst (row stride ldd, float64).
+func (k *flowCore[F]) storeRows(dst []float64, ldd int, src []F, rows, cols int, st []F) {
+	k.fm.transpose(st, cols, src, rows, cols, rows)
+	k.fm.toF64(dst, ldd, st, cols, rows, cols)
+}
+
+func (k *flowCore[F]) forwardTask(t int, sc *flowScratch[F], omega0, out []float64) {
 	d, D := k.spec.Dim, k.D
 	ft := &k.tasks[t]
-	flowTranspose(ft.w[0], D, omega0[t*D*d:], d, D, d)
-	ld := sc.ld
+	k.loadRows(ft.w[0], omega0[t*D*d:(t+1)*D*d], d, D, d, sc.rows)
+	ld := sc.ld[:D]
 	clear(ld)
-	for l := range k.layers {
-		L := &k.layers[l]
+	for l := range k.spec.layers {
+		L := &k.spec.layers[l]
 		in, nw := ft.w[l], ft.w[l+1]
 		va, vb := L.va, L.vb
 		// Half 1 writes the A rows of ω_{l+1} from the B rows of ω_l, half 2
@@ -448,19 +707,9 @@ func (k *FlowKernel) forwardTask(t int, sc *flowScratch, omega0, out []float64) 
 		k.halfForward(l, 1, t, nw, va, in, vb, nw, sc)
 	}
 	o := out[t*D*(d+1) : (t+1)*D*(d+1)]
-	flowTranspose(o, d+1, ft.w[len(k.layers)], D, d, D)
+	k.storeRows(o, d+1, ft.w[len(k.spec.layers)], D, d, sc.rows)
 	for r, v := range ld {
-		o[r*(d+1)+d] = v
-	}
-}
-
-// flowReLU clamps v at zero without a data-dependent branch (the signs of
-// pre-activations are unpredictable); -0 also becomes +0, so later masks can
-// test the bits for zero.
-func flowReLU(v []float64) {
-	for j, x := range v {
-		b := math.Float64bits(x)
-		v[j] = math.Float64frombits(b &^ uint64(int64(b)>>63))
+		o[r*(d+1)+d] = float64(v)
 	}
 }
 
@@ -468,45 +717,31 @@ func flowReLU(v []float64) {
 // vt of y (feature-major) become x ⊙ exp(s) + t, with x the same rows of xin
 // and (s, t) computed from rows vo of src. It caches hid, s and e = exp(s)
 // and adds Σs to the per-sample log-det.
-func (k *FlowKernel) halfForward(l, i, t int, src []float64, vo flowRows, xin []float64, vt flowRows, y []float64, sc *flowScratch) {
-	h := &k.layers[l].h[i]
+func (k *flowCore[F]) halfForward(l, i, t int, src []F, vo flowRows, xin []F, vt flowRows, y []F, sc *flowScratch[F]) {
+	s := k.spec
+	h := &s.layers[l].h[i]
+	q := 2*l + i
 	ft := &k.tasks[t]
-	D, H, m := k.D, k.spec.Hidden, h.m
-	theta := k.theta
-	hid := ft.hid[l][i]
-	ctx := k.ctx[l][i][t*H : (t+1)*H]
-	for u, v := range ctx {
-		row := hid[u*D : (u+1)*D]
-		for r := range row {
-			row[r] = v
-		}
-	}
-	oo, ldo := vo.of(D)
-	flowGemm(false, false, H, D, h.nIn, k.w1t[l][i], h.nIn, src[oo:], ldo, 1, hid, D)
-	flowReLU(hid)
+	D, H, m, NH := k.D, s.Hidden, h.m, s.nh*s.Hidden
 	m2 := 2 * m
+	hid := ft.hid[l][i]
+	oo, ldo := vo.of(D)
+	// hid = ReLU(W1ᵀx + ctx_t): W1 (nIn×H) is op(A) transposed, read in
+	// place; the context term is a per-row bias and ReLU runs in the
+	// product's epilogue.
+	k.fm.gemm(&sc.ws, true, false, H, D, h.nIn, k.th[h.w1:], H, src[oo:], ldo, 0, hid, D,
+		flowEpi[F]{bias: k.ctx[t*NH+q*H : t*NH+(q+1)*H], relu: true})
+	// out = W2ᵀhid + b2.
 	out := sc.out[:m2*D]
-	flowGemm(false, false, m2, D, H, k.w2t[l][i], H, hid, D, 0, out, D)
-	b2 := theta[h.b2 : h.b2+m2]
+	k.fm.gemm(&sc.ws, true, false, m2, D, H, k.th[h.w2:], m2, hid, D, 0, out, D,
+		flowEpi[F]{bias: k.th[h.b2 : h.b2+m2]})
 	ot, ldt := vt.of(D)
 	ss, es := ft.s[l][i], ft.e[l][i]
 	ld := sc.ld[:D]
 	for j := 0; j < m; j++ {
-		bs, bt := b2[j], b2[m+j]
-		os := out[j*D : (j+1)*D]
-		oT := out[(m+j)*D : (m+j+1)*D]
-		xr := xin[ot+j*ldt : ot+j*ldt+D]
-		yr := y[ot+j*ldt : ot+j*ldt+D]
-		sr := ss[j*D : (j+1)*D]
-		er := es[j*D : (j+1)*D]
-		for r := range sr {
-			sv := math.Tanh(os[r] + bs)
-			ev := math.Exp(sv)
-			sr[r] = sv
-			er[r] = ev
-			yr[r] = xr[r]*ev + (oT[r] + bt)
-			ld[r] += sv
-		}
+		r := ot + j*ldt
+		k.fm.coupling(y[r:r+D], xin[r:r+D], out[j*D:(j+1)*D], out[(m+j)*D:(m+j+1)*D],
+			ss[j*D:(j+1)*D], es[j*D:(j+1)*D], ld)
 	}
 }
 
@@ -526,60 +761,75 @@ func (k *FlowKernel) Backward(gOut, gOmega0, gCond, gTheta []float64) error {
 // backwardCore does the per-task work of Backward: it writes gOmega0 and
 // leaves per-chunk parameter partials and the context gradients for
 // gradTheta and gradCond. theta must hold the values of the matching
-// Forward.
+// Forward (the kernel computes with its own converted copy).
 func (k *FlowKernel) backwardCore(theta, gOut, gOmega0 []float64) error {
 	if !k.fwdDone {
 		return fmt.Errorf("flow: Backward before Forward")
 	}
-	T, D, d := k.T, k.D, k.spec.Dim
+	T, D, d := k.T, k.D, k.info.Dim
 	switch {
-	case len(theta) != k.nP:
-		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.nP)
+	case len(theta) != k.info.nP:
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.info.nP)
 	case len(gOut) != T*D*(d+1):
 		return fmt.Errorf("flow: output gradient has %d values, want %d", len(gOut), T*D*(d+1))
 	case len(gOmega0) != T*D*d:
 		return fmt.Errorf("flow: omega0 gradient has %d values, want %d", len(gOmega0), T*D*d)
 	}
-	// Tasks run in the reverse of the forward order, so the most recently
-	// written caches, still in the shared L3, are read first.
-	k.parallel(true, func(ci int) {
-		p := k.part[ci]
-		for l := range k.layers {
-			for _, h := range k.layers[l].h {
-				clear(p[h.w1:h.wc])
-				clear(p[h.w2:h.end])
-			}
-		}
-		sc := &k.scr[ci]
-		for t := k.chunks[ci][1] - 1; t >= k.chunks[ci][0]; t-- {
-			k.backwardTask(t, sc, theta, p, gOut, gOmega0)
-		}
-	})
+	k.cur.backwardCore(gOut, gOmega0)
 	k.bwdDone = true
 	return nil
 }
 
-func (k *FlowKernel) backwardTask(t int, sc *flowScratch, theta, part, gOut, gOmega0 []float64) {
+// flowBackward runs the backward pass of the tasks of one chunk.
+type flowBackward[F flowFloat] struct {
+	k             *flowCore[F]
+	gOut, gOmega0 []float64
+}
+
+func (j *flowBackward[F]) run(ci int) {
+	k := j.k
+	p := k.part[ci]
+	for l := range k.spec.layers {
+		for _, h := range k.spec.layers[l].h {
+			clear(p[h.w1:h.wc])
+			clear(p[h.w2:h.end])
+		}
+	}
+	sc := &k.scr[ci]
+	for t := k.chunks[ci][1] - 1; t >= k.chunks[ci][0]; t-- {
+		k.backwardTask(t, sc, p, j.gOut, j.gOmega0)
+	}
+}
+
+func (k *flowCore[F]) backwardCore(gOut, gOmega0 []float64) {
+	// Tasks run in the reverse of the forward order, so the most recently
+	// written caches, still in the shared L3, are read first.
+	k.jBwd = flowBackward[F]{k: k, gOut: gOut, gOmega0: gOmega0}
+	k.pool.parallel(len(k.chunks), true, &k.jBwd)
+	k.jBwd = flowBackward[F]{}
+}
+
+func (k *flowCore[F]) backwardTask(t int, sc *flowScratch[F], part []F, gOut, gOmega0 []float64) {
 	d, D := k.spec.Dim, k.D
 	ft := &k.tasks[t]
 	gw := sc.gw
 	g := gOut[t*D*(d+1) : (t+1)*D*(d+1)]
-	flowTranspose(gw, D, g, d+1, D, d)
+	k.loadRows(gw, g, d+1, D, d, sc.rows)
 	gl := sc.gl[:D]
 	for r := range gl {
-		gl[r] = g[r*(d+1)+d]
+		gl[r] = F(g[r*(d+1)+d])
 	}
 	// gw holds the gradient w.r.t. ω_{l+1} and is turned, in place, into the
 	// gradient w.r.t. ω_l: each half overwrites its target rows with the
 	// gradient w.r.t. its input x and adds into the rows it was computed from.
-	for l := len(k.layers) - 1; l >= 0; l-- {
-		L := &k.layers[l]
+	for l := len(k.spec.layers) - 1; l >= 0; l-- {
+		L := &k.spec.layers[l]
 		in, nw := ft.w[l], ft.w[l+1]
 		va, vb := L.va, L.vb
-		k.halfBackward(l, 1, t, theta, nw, va, in, vb, gw, part, sc)
-		k.halfBackward(l, 0, t, theta, in, vb, in, va, gw, part, sc)
+		k.halfBackward(l, 1, t, nw, va, in, vb, gw, part, sc)
+		k.halfBackward(l, 0, t, in, vb, in, va, gw, part, sc)
 	}
-	flowTranspose(gOmega0[t*D*d:], d, gw, D, d, D)
+	k.storeRows(gOmega0[t*D*d:(t+1)*D*d], d, gw, D, d, sc.rows)
 }
 
 // halfBackward back-propagates coupling half i of layer l for task t. src
@@ -588,59 +838,37 @@ func (k *FlowKernel) backwardTask(t int, sc *flowScratch, theta, part, gOut, gOm
 // the gradient w.r.t. its input; the gradient w.r.t. the network input is
 // added to rows vo. Parameter gradients go to the chunk partial part, the
 // context gradient to gctx.
-func (k *FlowKernel) halfBackward(l, i, t int, theta, src []float64, vo flowRows, xin []float64, vt flowRows, gw []float64, part []float64, sc *flowScratch) {
-	h := &k.layers[l].h[i]
+func (k *flowCore[F]) halfBackward(l, i, t int, src []F, vo flowRows, xin []F, vt flowRows, gw []F, part []F, sc *flowScratch[F]) {
+	s := k.spec
+	h := &s.layers[l].h[i]
+	q := 2*l + i
 	ft := &k.tasks[t]
-	D, H, m := k.D, k.spec.Hidden, h.m
+	D, H, m, NH := k.D, s.Hidden, h.m, s.nh*s.Hidden
 	m2 := 2 * m
 	hid := ft.hid[l][i]
 	ss, es := ft.s[l][i], ft.e[l][i]
 	gout := sc.out[:m2*D]
-	gb := part[h.b2 : h.b2+m2]
 	gl := sc.gl[:D]
 	ot, ldt := vt.of(D)
 	for j := 0; j < m; j++ {
-		xr := xin[ot+j*ldt : ot+j*ldt+D]
-		gr := gw[ot+j*ldt : ot+j*ldt+D]
-		sr := ss[j*D : (j+1)*D]
-		er := es[j*D : (j+1)*D]
-		gs := gout[j*D : (j+1)*D]
-		gt := gout[(m+j)*D : (m+j+1)*D]
-		var sumS, sumT float64
-		for r := range gr {
-			gv, ev, sv := gr[r], er[r], sr[r]
-			v := (gv*xr[r]*ev + gl[r]) * (1 - sv*sv)
-			gs[r] = v
-			gt[r] = gv
-			gr[r] = gv * ev
-			sumS += v
-			sumT += gv
-		}
-		gb[j] += sumS
-		gb[m+j] += sumT
+		r := ot + j*ldt
+		k.fm.couplingGrad(gout[j*D:(j+1)*D], gout[(m+j)*D:(m+j+1)*D], gw[r:r+D], xin[r:r+D],
+			ss[j*D:(j+1)*D], es[j*D:(j+1)*D], gl)
 	}
-	flowGemm(false, true, H, m2, D, hid, D, gout, D, 1, part[h.w2:], m2)
+	k.fm.addRowSums(part[h.b2:h.b2+m2], gout, m2, D, D)
+	// W2 gradient (H×2m) += hid·goutᵀ: hid is read in place, only the
+	// smaller gout is transposed into panels.
+	k.fm.gemm(&sc.ws, false, true, H, m2, D, hid, D, gout, D, 1, part[h.w2:], m2, flowEpi[F]{})
+	// ghid = W2·gout where the ReLU was active (hid > 0), in the epilogue.
 	ghid := sc.ghid[:H*D]
-	flowGemm(false, false, H, D, m2, theta[h.w2:], m2, gout, D, 0, ghid, D)
-	gctx := k.gctx[l][i][t*H : (t+1)*H]
-	for u := range gctx {
-		hr := hid[u*D : (u+1)*D]
-		gr := ghid[u*D : (u+1)*D]
-		sum := 0.0
-		for r, hv := range hr {
-			// hid is +0 or positive (flowReLU), so its bits are zero
-			// exactly where the ReLU was inactive.
-			b := math.Float64bits(hv)
-			mask := -((b | -b) >> 63)
-			v := math.Float64frombits(math.Float64bits(gr[r]) & mask)
-			gr[r] = v
-			sum += v
-		}
-		gctx[u] = sum
-	}
+	k.fm.gemm(&sc.ws, true, false, H, D, m2, k.w2t[q], H, gout, D, 0, ghid, D, flowEpi[F]{mask: hid, ldm: D})
+	gctx := k.gctx[t*NH+q*H : t*NH+(q+1)*H]
+	clear(gctx)
+	k.fm.addRowSums(gctx, ghid, H, D, D)
 	oo, ldo := vo.of(D)
-	flowGemm(false, true, h.nIn, H, D, src[oo:], ldo, ghid, D, 1, part[h.w1:], H)
-	flowGemm(false, false, h.nIn, D, H, theta[h.w1:], H, ghid, D, 1, gw[oo:], ldo)
+	// W1 gradient (nIn×H) += x·ghidᵀ, and the input gradient += W1·ghid.
+	k.fm.gemm(&sc.ws, false, true, h.nIn, H, D, src[oo:], ldo, ghid, D, 1, part[h.w1:], H, flowEpi[F]{})
+	k.fm.gemm(&sc.ws, true, false, h.nIn, D, H, k.w1t[q], h.nIn, ghid, D, 1, gw[oo:], ldo, flowEpi[F]{})
 }
 
 // gradTheta writes the parameter gradient of the last Backward into gTheta;
@@ -649,38 +877,63 @@ func (k *FlowKernel) gradTheta(cond, gTheta []float64) error {
 	if !k.bwdDone {
 		return fmt.Errorf("flow: parameter gradient requested before Backward")
 	}
-	if len(gTheta) != k.nP {
-		return fmt.Errorf("flow: theta gradient has %d values, want %d", len(gTheta), k.nP)
+	if len(gTheta) != k.info.nP {
+		return fmt.Errorf("flow: theta gradient has %d values, want %d", len(gTheta), k.info.nP)
 	}
-	if len(cond) != k.T*k.spec.Cond {
-		return fmt.Errorf("flow: cond has %d values, want %d", len(cond), k.T*k.spec.Cond)
+	if len(cond) != k.T*k.info.Cond {
+		return fmt.Errorf("flow: cond has %d values, want %d", len(cond), k.T*k.info.Cond)
 	}
-	T, c, H := k.T, k.spec.Cond, k.spec.Hidden
-	sum := func(lo, hi int) {
-		dst := gTheta[lo:hi]
-		copy(dst, k.part[0][lo:hi])
-		for _, p := range k.part[1:] {
-			for j, v := range p[lo:hi] {
-				dst[j] += v
-			}
-		}
-	}
-	for l := range k.layers {
-		for i, h := range k.layers[l].h {
-			sum(h.w1, h.wc)
-			sum(h.w2, h.end)
-			gctx := k.gctx[l][i]
-			flowGemm(true, false, c, H, T, cond, c, gctx, H, 0, gTheta[h.wc:], H)
-			gb := gTheta[h.b1 : h.b1+H]
-			copy(gb, gctx[:H])
-			for t := 1; t < T; t++ {
-				for j, v := range gctx[t*H : (t+1)*H] {
-					gb[j] += v
-				}
-			}
-		}
-	}
+	k.cur.gradTheta(gTheta)
 	return nil
+}
+
+// flowReduce assembles the theta gradient of one half q: the chunk
+// partials summed in chunk order in float64, and the Wc and b1 gradients
+// from the context gradient.
+type flowReduce[F flowFloat] struct {
+	k      *flowCore[F]
+	gTheta []float64
+}
+
+func (j *flowReduce[F]) run(q int) {
+	k, g := j.k, j.gTheta
+	s := k.spec
+	h := &s.layers[q/2].h[q%2]
+	H, c, NH := s.Hidden, s.Cond, s.nh*s.Hidden
+	sum := func(dst []float64, off int) {
+		for i := range dst {
+			dst[i] = float64(k.part[0][off+i])
+		}
+		for _, p := range k.part[1:] {
+			for i, v := range p[off : off+len(dst)] {
+				dst[i] += float64(v)
+			}
+		}
+	}
+	sum(g[h.w1:h.wc], h.w1)
+	sum(g[h.w2:h.end], h.w2)
+	for r := 0; r < c; r++ {
+		for u, v := range k.gWc[r*NH+q*H : r*NH+(q+1)*H] {
+			g[h.wc+r*H+u] = float64(v)
+		}
+	}
+	gb := g[h.b1 : h.b1+H]
+	clear(gb)
+	for t := 0; t < k.T; t++ {
+		for u, v := range k.gctx[t*NH+q*H : t*NH+(q+1)*H] {
+			gb[u] += float64(v)
+		}
+	}
+}
+
+func (k *flowCore[F]) gradTheta(gTheta []float64) {
+	s := k.spec
+	c, NH := s.Cond, s.nh*s.Hidden
+	// Wc gradients of all halves in one product: condᵀ·gctx (Cond×NH).
+	k.fm.gemm(&k.scr[0].ws, true, false, c, NH, k.T, k.condF, c, k.gctx, NH, 0, k.gWc, NH, flowEpi[F]{})
+	k.jReduce = flowReduce[F]{k: k, gTheta: gTheta}
+	k.pool.parallel(s.nh, false, &k.jReduce)
+	k.jReduce = flowReduce[F]{}
 }
 
 // gradCond writes the cond gradient of the last Backward into gCond; theta
@@ -689,20 +942,24 @@ func (k *FlowKernel) gradCond(theta, gCond []float64) error {
 	if !k.bwdDone {
 		return fmt.Errorf("flow: cond gradient requested before Backward")
 	}
-	if len(gCond) != k.T*k.spec.Cond {
-		return fmt.Errorf("flow: cond gradient has %d values, want %d", len(gCond), k.T*k.spec.Cond)
+	if len(gCond) != k.T*k.info.Cond {
+		return fmt.Errorf("flow: cond gradient has %d values, want %d", len(gCond), k.T*k.info.Cond)
 	}
-	if len(theta) != k.nP {
-		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.nP)
+	if len(theta) != k.info.nP {
+		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.info.nP)
 	}
-	T, c, H := k.T, k.spec.Cond, k.spec.Hidden
-	clear(gCond)
-	for l := range k.layers {
-		for i, h := range k.layers[l].h {
-			flowGemm(false, true, T, c, H, k.gctx[l][i], H, theta[h.wc:], H, 1, gCond, c)
-		}
-	}
+	k.cur.gradCond(gCond)
 	return nil
+}
+
+func (k *flowCore[F]) gradCond(gCond []float64) {
+	s := k.spec
+	c, NH := s.Cond, s.nh*s.Hidden
+	// Σ over halves of gctx_q·Wc_qᵀ is one product with K = NH.
+	k.fm.gemm(&k.scr[0].ws, false, true, k.T, c, NH, k.gctx, NH, k.wcAll, NH, 0, k.gCond, c, flowEpi[F]{})
+	for i, v := range k.gCond {
+		gCond[i] = float64(v)
+	}
 }
 
 // Steps returns, after a Forward, copies of ω for task t after steps
@@ -712,11 +969,16 @@ func (k *FlowKernel) Steps(t int) [][]float64 {
 	if !k.fwdDone || t < 0 || t >= k.T {
 		return nil
 	}
+	return k.cur.steps(t)
+}
+
+func (k *flowCore[F]) steps(t int) [][]float64 {
 	D, d := k.D, k.spec.Dim
-	steps := make([][]float64, len(k.layers)+1)
+	steps := make([][]float64, len(k.spec.layers)+1)
+	st := make([]F, D*d)
 	for j, w := range k.tasks[t].w {
 		steps[j] = make([]float64, D*d)
-		flowTranspose(steps[j], d, w, D, d, D)
+		k.storeRows(steps[j], d, w, D, d, st)
 	}
 	return steps
 }
@@ -925,7 +1187,7 @@ func (op *FlowOp) WriteHash(h hash.Hash) { fmt.Fprint(h, op.String()) }
 func (op *FlowOp) Hashcode() uint32 { return flowHash(op) }
 
 func (op *FlowOp) String() string {
-	s := op.kern.spec
+	s := op.kern.info
 	return fmt.Sprintf("CouplingFlow#%d{K=%d,d=%d,c=%d,H=%d}", op.id, s.Layers, s.Dim, s.Cond, s.Hidden)
 }
 
@@ -1046,9 +1308,9 @@ func (p *flowPartOp) Type() hm.Type {
 }
 func (p *flowPartOp) shape(core tensor.Shape) tensor.Shape {
 	if p.theta {
-		return tensor.Shape{p.op.kern.nP}
+		return tensor.Shape{p.op.kern.info.nP}
 	}
-	return tensor.Shape{core[0], p.op.kern.spec.Cond}
+	return tensor.Shape{core[0], p.op.kern.info.Cond}
 }
 func (p *flowPartOp) InferShape(in ...gorgonia.DimSizer) (tensor.Shape, error) {
 	s, ok := in[0].(tensor.Shape)

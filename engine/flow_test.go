@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -63,6 +64,27 @@ func (p *flowProblem) loss(t testing.TB, k *FlowKernel) float64 {
 		s += v * p.r[i]
 	}
 	return s
+}
+
+// newFlowKernelPrec returns a kernel computing in float64 if f64 (the
+// reference path: finite-difference checks need its precision), otherwise
+// in the production float32.
+func newFlowKernelPrec(t testing.TB, spec FlowSpec, f64 bool) *FlowKernel {
+	t.Helper()
+	k, err := NewFlowKernel(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.f64 = f64
+	return k
+}
+
+// flowPrecName names a precision in subtest names.
+func flowPrecName(f64 bool) string {
+	if f64 {
+		return "float64"
+	}
+	return "float32"
 }
 
 // flowRef evaluates the flow sample by sample straight from the equations in
@@ -207,34 +229,43 @@ func TestFlowSpecValidate(t *testing.T) {
 	}
 }
 
+// TestFlowForwardMatchesReference checks both precisions against the
+// sample-by-sample float64 reference: float64 to rounding (1e-12), float32
+// to 1e-5 normwise (float32 rounding is ~6e-8 per operation; through 2K
+// coupling halves with sums over H = 7 hidden units the measured error is
+// ~1e-6).
 func TestFlowForwardMatchesReference(t *testing.T) {
-	for _, c := range flowSmallSpecs {
-		t.Run(c.name, func(t *testing.T) {
-			p := newFlowProblem(c.spec, c.T, c.D, 0.5, 1)
-			k, err := NewFlowKernel(c.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := p.forward(t, k)
-			want, steps := flowRef(c.spec, c.T, c.D, p.omega0, p.cond, p.theta)
-			if e := flowMaxAbsDiff(out, want); e > 1e-12 {
-				t.Errorf("forward differs from reference by %g", e)
-			}
-			for tk := 0; tk < c.T; tk++ {
-				got := k.Steps(tk)
-				if len(got) != c.spec.Layers+1 {
-					t.Fatalf("Steps(%d) has %d steps, want %d", tk, len(got), c.spec.Layers+1)
-				}
-				for s := range got {
-					if e := flowMaxAbsDiff(got[s], steps[tk][s]); e > 1e-12 {
-						t.Errorf("task %d step %d differs by %g", tk, s, e)
+	for _, f64 := range []bool{true, false} {
+		for _, c := range flowSmallSpecs {
+			t.Run(flowPrecName(f64)+"/"+c.name, func(t *testing.T) {
+				p := newFlowProblem(c.spec, c.T, c.D, 0.5, 1)
+				k := newFlowKernelPrec(t, c.spec, f64)
+				out := p.forward(t, k)
+				want, steps := flowRef(c.spec, c.T, c.D, p.omega0, p.cond, p.theta)
+				check := func(what string, got, want []float64) {
+					if f64 {
+						if e := flowMaxAbsDiff(got, want); e > 1e-12 {
+							t.Errorf("%s differs from reference by %g", what, e)
+						}
+					} else if e := flowRelErr(got, want); e > 1e-5 {
+						t.Errorf("%s differs from reference by %g relative", what, e)
 					}
 				}
-			}
-			if k.Steps(-1) != nil || k.Steps(c.T) != nil {
-				t.Error("Steps accepted an out-of-range task")
-			}
-		})
+				check("forward", out, want)
+				for tk := 0; tk < c.T; tk++ {
+					got := k.Steps(tk)
+					if len(got) != c.spec.Layers+1 {
+						t.Fatalf("Steps(%d) has %d steps, want %d", tk, len(got), c.spec.Layers+1)
+					}
+					for s := range got {
+						check(fmt.Sprintf("task %d step %d", tk, s), got[s], steps[tk][s])
+					}
+				}
+				if k.Steps(-1) != nil || k.Steps(c.T) != nil {
+					t.Error("Steps accepted an out-of-range task")
+				}
+			})
+		}
 	}
 }
 
@@ -242,10 +273,7 @@ func TestFlowKernelGradFD(t *testing.T) {
 	for _, c := range flowSmallSpecs {
 		t.Run(c.name, func(t *testing.T) {
 			p := newFlowProblem(c.spec, c.T, c.D, 0.5, 2)
-			k, err := NewFlowKernel(c.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			k := newFlowKernelPrec(t, c.spec, true)
 			p.forward(t, k)
 			gO := make([]float64, len(p.omega0))
 			gC := make([]float64, len(p.cond))
@@ -276,30 +304,34 @@ func TestFlowKernelGradFD(t *testing.T) {
 }
 
 // TestFlowKernelReuse runs one kernel over changing shapes: each result must
-// be bit-identical to a fresh kernel's.
+// be bit-identical to a fresh kernel's, in either precision. The kernel
+// also switches precision in between, which must not disturb either path.
 func TestFlowKernelReuse(t *testing.T) {
 	spec := FlowSpec{Layers: 3, Dim: 5, Cond: 2, Hidden: 6}
 	reused, err := NewFlowKernel(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, sz := range [][2]int{{3, 4}, {5, 2}, {3, 4}, {1, 9}} {
-		p := newFlowProblem(spec, sz[0], sz[1], 0.5, uint64(20+i))
-		var res [2][4][]float64
-		for j, k := range []*FlowKernel{reused, nil} {
-			if k == nil {
-				k, _ = NewFlowKernel(spec)
+	for i, sz := range [][2]int{{3, 4}, {5, 2}, {3, 4}, {1, 9}, {6, 33}} {
+		for _, f64 := range []bool{false, true} {
+			p := newFlowProblem(spec, sz[0], sz[1], 0.5, uint64(20+i))
+			var res [2][4][]float64
+			for j, k := range []*FlowKernel{reused, nil} {
+				if k == nil {
+					k = newFlowKernelPrec(t, spec, f64)
+				}
+				k.f64 = f64
+				out := p.forward(t, k)
+				g := [3][]float64{make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
+				if err := k.Backward(p.r, g[0], g[1], g[2]); err != nil {
+					t.Fatal(err)
+				}
+				res[j] = [4][]float64{out, g[0], g[1], g[2]}
 			}
-			out := p.forward(t, k)
-			g := [3][]float64{make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
-			if err := k.Backward(p.r, g[0], g[1], g[2]); err != nil {
-				t.Fatal(err)
-			}
-			res[j] = [4][]float64{out, g[0], g[1], g[2]}
-		}
-		for j := range res[0] {
-			if !slices.Equal(res[0][j], res[1][j]) {
-				t.Errorf("shape %v: result %d of the reused kernel differs from a fresh one", sz, j)
+			for j := range res[0] {
+				if !slices.Equal(res[0][j], res[1][j]) {
+					t.Errorf("%s shape %v: result %d of the reused kernel differs from a fresh one", flowPrecName(f64), sz, j)
+				}
 			}
 		}
 	}
@@ -349,32 +381,38 @@ func TestFlowKernelErrors(t *testing.T) {
 	}
 }
 
+// TestFlowInverse inverts forward outputs with the float64 FlowInverse: to
+// 1e-12 after a float64 forward, to 1e-5 normwise after a float32 one
+// (whose output carries float32 rounding).
 func TestFlowInverse(t *testing.T) {
-	for _, c := range append(flowSmallSpecs, struct {
-		name string
-		spec FlowSpec
-		T, D int
-	}{"realistic-dims", FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}, 3, 16}) {
-		t.Run(c.name, func(t *testing.T) {
-			p := newFlowProblem(c.spec, c.T, c.D, 0, 3)
-			k, err := NewFlowKernel(c.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := p.forward(t, k)
-			d := c.spec.Dim
-			omegaK := make([]float64, len(p.omega0))
-			for r := 0; r < c.T*c.D; r++ {
-				copy(omegaK[r*d:(r+1)*d], out[r*(d+1):])
-			}
-			back := make([]float64, len(p.omega0))
-			if err := FlowInverse(c.spec, c.T, c.D, omegaK, p.cond, p.theta, back); err != nil {
-				t.Fatal(err)
-			}
-			if e := flowMaxAbsDiff(back, p.omega0); e > 1e-12 {
-				t.Errorf("inverse(forward(ω)) differs from ω by %g", e)
-			}
-		})
+	for _, f64 := range []bool{true, false} {
+		for _, c := range append(flowSmallSpecs, struct {
+			name string
+			spec FlowSpec
+			T, D int
+		}{"realistic-dims", FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}, 3, 16}) {
+			t.Run(flowPrecName(f64)+"/"+c.name, func(t *testing.T) {
+				p := newFlowProblem(c.spec, c.T, c.D, 0, 3)
+				k := newFlowKernelPrec(t, c.spec, f64)
+				out := p.forward(t, k)
+				d := c.spec.Dim
+				omegaK := make([]float64, len(p.omega0))
+				for r := 0; r < c.T*c.D; r++ {
+					copy(omegaK[r*d:(r+1)*d], out[r*(d+1):])
+				}
+				back := make([]float64, len(p.omega0))
+				if err := FlowInverse(c.spec, c.T, c.D, omegaK, p.cond, p.theta, back); err != nil {
+					t.Fatal(err)
+				}
+				if f64 {
+					if e := flowMaxAbsDiff(back, p.omega0); e > 1e-12 {
+						t.Errorf("inverse(forward(ω)) differs from ω by %g", e)
+					}
+				} else if e := flowRelErr(back, p.omega0); e > 1e-5 {
+					t.Errorf("inverse(forward(ω)) differs from ω by %g relative", e)
+				}
+			})
+		}
 	}
 }
 
@@ -383,10 +421,7 @@ func TestFlowInverse(t *testing.T) {
 func TestFlowLogDetJacobian(t *testing.T) {
 	for _, spec := range []FlowSpec{{3, 4, 2, 6}, {3, 5, 2, 6}, {4, 6, 3, 8}} {
 		p := newFlowProblem(spec, 2, 3, 0.3, 4)
-		k, err := NewFlowKernel(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k := newFlowKernelPrec(t, spec, true) // finite differences
 		d := spec.Dim
 		out := p.forward(t, k)
 		for s := 0; s < p.T*p.D; s++ {
@@ -507,6 +542,7 @@ func TestFlowGraphGradFD(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newFlowProblem(c.spec, c.T, c.D, 0.5, 6)
 			fg := newFlowGraph(t, p)
+			fg.op.kern.f64 = true // finite differences
 			vm := fg.machine()
 			defer vm.Close()
 			if err := vm.RunAll(); err != nil {
@@ -515,7 +551,7 @@ func TestFlowGraphGradFD(t *testing.T) {
 			gs := fg.grads(t)
 
 			// The graph must report exactly what the kernel computes.
-			k, _ := NewFlowKernel(c.spec)
+			k := newFlowKernelPrec(t, c.spec, true)
 			p.forward(t, k)
 			kg := [3][]float64{make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
 			if err := k.Backward(p.r, kg[0], kg[1], kg[2]); err != nil {
@@ -699,6 +735,107 @@ func TestFlowGonumGemmDeterministic(t *testing.T) {
 		if !slices.Equal(run(1, split), run(2, split)) {
 			t.Errorf("split=%v: Dgemm differs between GOMAXPROCS 1 and 2", split)
 		}
+	}
+}
+
+// flowRun is the output and the three input gradients of one pass.
+type flowRun [4][]float64
+
+func (p *flowProblem) run(t testing.TB, k *FlowKernel) flowRun {
+	t.Helper()
+	out := p.forward(t, k)
+	g := [3][]float64{make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
+	if err := k.Backward(p.r, g[0], g[1], g[2]); err != nil {
+		t.Fatal(err)
+	}
+	return flowRun{out, g[0], g[1], g[2]}
+}
+
+// TestFlowFloat32MatchesFloat64 compares the production float32 path with
+// the float64 path at the realistic size, on the output and on every
+// gradient, normwise. Measured errors are 1e-7 to 4e-7 (float32 rounding
+// with FMA); the test allows 1e-5, well inside the 1e-4 the training
+// needs. It also checks that the float32 path is deterministic run to run.
+func TestFlowFloat32MatchesFloat64(t *testing.T) {
+	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
+	T, D := 25, 128
+	if testing.Short() {
+		T, D = 5, 32
+	}
+	for _, c := range []struct {
+		name  string
+		scale float64
+	}{{"init", 0}, {"trained-like", 0.05}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newFlowProblem(spec, T, D, c.scale, 12)
+			k32 := newFlowKernelPrec(t, spec, false)
+			k64 := newFlowKernelPrec(t, spec, true)
+			r32, r64 := p.run(t, k32), p.run(t, k64)
+			for i, name := range []string{"output", "omega0 gradient", "cond gradient", "theta gradient"} {
+				e := flowRelErr(r32[i], r64[i])
+				t.Logf("%s: float32 vs float64 relative error %.3g", name, e)
+				if e > 1e-5 {
+					t.Errorf("%s: float32 differs from float64 by %g relative", name, e)
+				}
+			}
+			again := p.run(t, k32)
+			for i := range again {
+				if !slices.Equal(again[i], r32[i]) {
+					t.Errorf("result %d differs between two float32 runs", i)
+				}
+			}
+		})
+	}
+}
+
+// TestFlowNaNPropagates: a NaN in one task's ω0 must make that task's
+// output NaN (so the trainer's non-finite check sees it) and leave the
+// other tasks untouched, in both precisions.
+func TestFlowNaNPropagates(t *testing.T) {
+	spec := FlowSpec{Layers: 2, Dim: 6, Cond: 3, Hidden: 16}
+	for _, f64 := range []bool{false, true} {
+		p := newFlowProblem(spec, 3, 16, 0.5, 13)
+		k := newFlowKernelPrec(t, spec, f64)
+		clean := p.forward(t, k)
+		p.omega0[len(p.omega0)/2] = math.NaN() // task 1
+		out := p.forward(t, k)
+		n := len(out) / 3
+		if !slices.Equal(out[:n], clean[:n]) || !slices.Equal(out[2*n:], clean[2*n:]) {
+			t.Errorf("%s: a NaN in task 1 changed other tasks", flowPrecName(f64))
+		}
+		nan := false
+		for _, v := range out[n : 2*n] {
+			nan = nan || math.IsNaN(v)
+		}
+		if !nan {
+			t.Errorf("%s: a NaN in ω0 left the output finite", flowPrecName(f64))
+		}
+	}
+}
+
+// TestFlowSteadyStateAllocs: after the first pass sized the buffers, a
+// forward and backward pass allocates only the helper goroutines of its
+// parallel loops (none with one core).
+func TestFlowSteadyStateAllocs(t *testing.T) {
+	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
+	p := newFlowProblem(spec, 4, 32, 0, 14)
+	k := newFlowKernelPrec(t, spec, false)
+	out := make([]float64, len(p.r))
+	gO := make([]float64, len(p.omega0))
+	gC := make([]float64, len(p.cond))
+	gT := make([]float64, len(p.theta))
+	pass := func() {
+		if err := k.Forward(p.T, p.D, p.omega0, p.cond, p.theta, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Backward(p.r, gO, gC, gT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	if a := testing.AllocsPerRun(5, pass); a != 0 {
+		t.Errorf("%v allocations per pass with GOMAXPROCS=1", a)
 	}
 }
 

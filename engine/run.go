@@ -46,7 +46,7 @@ var ErrStopped = errors.New("engine: run stopped")
 type RunOptions struct {
 	Preset       string        // recorded in the run files
 	Dir          string        // run directory; "" keeps nothing on disk
-	Resume       bool          // continue from Dir's checkpoint
+	Resume       bool          // continue from Dir's checkpoint, with its config; cfg.Iters > 0 sets a new budget
 	ReportEvery  time.Duration // minimum time between snapshots; default 100ms
 	DisplayTask  int           // which display task to draw
 	DisplayDraws int           // ω draws for the display's spread; default 8
@@ -145,10 +145,15 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		if ck, err = LoadCheckpoint(filepath.Join(opts.Dir, FileCheckpoint)); err != nil {
 			return res, err
 		}
+		// The run keeps its own settings; only the iteration budget may
+		// change (to stop earlier or continue further).
 		iters := cfg.Iters
 		cfg = ck.Config
-		if iters > cfg.Iters {
-			cfg.Iters = iters // continuing to a larger budget is allowed
+		if iters > 0 {
+			if iters < ck.Iter {
+				return res, fmt.Errorf("engine: cannot resume to %d iterations: the checkpoint is already at %d", iters, ck.Iter)
+			}
+			cfg.Iters = iters
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -423,7 +428,9 @@ func (mw *metricsWriter) Write(r MetricsRow) error {
 		return err
 	}
 	mw.w.Write(b)
-	return mw.w.WriteByte('\n')
+	mw.w.WriteByte('\n')
+	// Flushed per row so that `tail -f metrics.jsonl` follows the run.
+	return mw.Flush()
 }
 
 func (mw *metricsWriter) Flush() error {

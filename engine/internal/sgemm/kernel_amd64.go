@@ -8,12 +8,44 @@ import "golang.org/x/sys/cpu"
 // AVX2 and FMA3: a 6×16 tile lives in 12 YMM registers.
 
 //go:noescape
-func kern16AVX2(rows, kc int, a *float32, sa int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
+func kern16AVX2(nt, base, extra, kc int, a *float32, sa, ra int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
 
 //go:noescape
-func kern8AVX2(rows, kc int, a *float32, sa int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
+func kern8AVX2(nt, base, extra, kc int, a *float32, sa, ra int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
 
-var avx2Impl = impl{name: "avx2", k16: kern16AVX2, k8: kern8AVX2}
+// transpose8AVX: see pack_amd64.s.
+//
+//go:noescape
+func transpose8AVX(dst *float32, ldd int, src *float32, lds, rows, nblk int)
+
+// Element-wise kernels: see vec_amd64.s and vec.go.
+
+//go:noescape
+func expAVX(dst, src *float32, n int)
+
+//go:noescape
+func tanhAVX(dst, src *float32, n int)
+
+//go:noescape
+func couplingAVX(y, x, o, t, s, e, ld *float32, n int)
+
+//go:noescape
+func couplingGradAVX(gs, gt, gy, x, s, e, gl *float32, n int)
+
+//go:noescape
+func rowSumsAVX(dst, src *float32, rows, cols, ld int)
+
+//go:noescape
+func toFloat32AVX(dst *float32, ldd int, src *float64, lds, rows, cols int)
+
+//go:noescape
+func toFloat64AVX(dst *float64, ldd int, src *float32, lds, rows, cols int)
+
+var avx2Impl = impl{
+	name: "avx2", k16: kern16AVX2, k8: kern8AVX2, transpose8: transpose8AVX,
+	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
+	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX,
+}
 
 // detect returns the assembly kernels when the CPU (and OS, which must save
 // the YMM state: x/sys/cpu folds that into HasAVX) supports them.

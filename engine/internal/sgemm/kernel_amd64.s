@@ -2,15 +2,29 @@
 
 #include "textflag.h"
 
-// Micro-kernels for kernelFunc (see sgemm.go). Register use:
-//	DX rows, CX k counter, SI A row p, R8 A stride (bytes),
-//	DI B row p, R9 B stride (bytes);
-//	row i of the tile accumulates in Y(2i) (columns 0-7) and Y(2i+1)
-//	(columns 8-15); Y12, Y13 hold row p of B, Y14 (and Y15) a broadcast
+// Micro-kernels for kernelFunc (see sgemm.go), for AVX2 and FMA3.
+//
+// Element (p, i) of A is at a + p·sa + i·ra: with ra = 1 that is a packed
+// panel or a stored Aᵀ, with sa = 1 a stored A read in place, so A is never
+// packed. Row p of B is at b + p·sb.
+//
+// One call computes nt row tiles of one column panel, tile t with base
+// rows plus one if t < extra, at consecutive rows of A, C, bias and mask;
+// the running pointers and the tile index live in the frame.
+//
+// Register use in the k loops:
+//	DX rows, CX k counter, R8 sa and R13 ra (bytes), R9 sb (bytes),
+//	SI &A[p][0] and BX &A[p][3] (rows 0-2 and 3-5 are base, base+ra,
+//	base+2ra), DI row p of B;
+//	16 columns: row i of the tile accumulates in Y(2i) (columns 0-7) and
+//	Y(2i+1) (columns 8-15); Y12, Y13 hold row p of B, Y14 a broadcast
 //	element of A.
-//	Epilogue: BX flags, R10 C, R11 C stride, R12 mask stride (bytes),
-//	AX the row pointer being walked, Y12 alpha, Y13 beta, Y14 zero,
-//	Y15 scratch.
+//	8 columns: two k steps per iteration, even p into Y(2i) and odd p into
+//	Y(2i+1) (so that 12 FMA chains hide the FMA latency), summed at the
+//	end; R10, R11 address A at p+1, Y13 holds row p+1 of B and Y15 its
+//	broadcast.
+// Epilogue: BX flags, R10 C, R11 C stride, R12 mask stride (bytes), AX
+// the row pointer being walked, Y12 alpha, Y13 beta, Y14 zero, Y15 scratch.
 // Flag bits: 1 beta, 2 alpha, 4 bias, 8 ReLU, 16 mask.
 
 #define ZERO12 \
@@ -19,24 +33,64 @@
 	VXORPS Y8, Y8, Y8; VXORPS Y9, Y9, Y9; VXORPS Y10, Y10, Y10; VXORPS Y11, Y11, Y11
 
 #define ARGS \
-	MOVQ rows+0(FP), DX; \
-	MOVQ kc+8(FP), CX; \
-	MOVQ a+16(FP), SI; \
-	MOVQ sa+24(FP), R8; \
+	MOVQ a+32(FP), AX; \
+	MOVQ AX, acur-8(SP); \
+	MOVQ c+72(FP), AX; \
+	MOVQ AX, ccur-16(SP); \
+	MOVQ bias+104(FP), AX; \
+	MOVQ AX, bcur-24(SP); \
+	MOVQ mask+112(FP), AX; \
+	MOVQ AX, mcur-32(SP); \
+	MOVQ $0, tile-40(SP)
+
+// TILE loads the state of the next row tile: DX its rows (base, plus one
+// for the first extra tiles), SI/BX its A, DI the B panel, CX = kc.
+#define TILE \
+	MOVQ base+8(FP), DX; \
+	LEAQ 1(DX), AX; \
+	MOVQ tile-40(SP), R12; \
+	CMPQ R12, extra+16(FP); \
+	CMOVQLT AX, DX; \
+	MOVQ kc+24(FP), CX; \
+	MOVQ acur-8(SP), SI; \
+	MOVQ sa+40(FP), R8; \
 	SHLQ $2, R8; \
-	MOVQ b+32(FP), DI; \
-	MOVQ sb+40(FP), R9; \
+	MOVQ ra+48(FP), R13; \
+	SHLQ $2, R13; \
+	LEAQ (R13)(R13*2), BX; \
+	ADDQ SI, BX; \
+	MOVQ b+56(FP), DI; \
+	MOVQ sb+64(FP), R9; \
 	SHLQ $2, R9
 
-#define NEXTK ADDQ R8, SI; ADDQ R9, DI; DECQ CX
+// NEXTTILE advances the tile state by DX rows and loops to label top while
+// tiles remain.
+#define NEXTTILE(top) \
+	MOVQ ra+48(FP), AX; \
+	IMULQ DX, AX; \
+	SHLQ $2, AX; \
+	ADDQ AX, acur-8(SP); \
+	MOVQ ldc+80(FP), AX; \
+	IMULQ DX, AX; \
+	SHLQ $2, AX; \
+	ADDQ AX, ccur-16(SP); \
+	LEAQ (DX*4), AX; \
+	ADDQ AX, bcur-24(SP); \
+	MOVQ ldm+120(FP), AX; \
+	IMULQ DX, AX; \
+	SHLQ $2, AX; \
+	ADDQ AX, mcur-32(SP); \
+	MOVQ tile-40(SP), AX; \
+	INCQ AX; \
+	MOVQ AX, tile-40(SP); \
+	CMPQ AX, nt+0(FP); \
+	JLT top
 
-// 16 columns: row p of B in Y12:Y13.
-#define LOADB16 VMOVUPS (DI), Y12; VMOVUPS 32(DI), Y13
-#define FMA16(off, x0, x1) VBROADCASTSS off(SI), Y14; VFMADD231PS Y12, Y14, x0; VFMADD231PS Y13, Y14, x1
+#define NEXTK ADDQ R8, SI; ADDQ R8, BX; ADDQ R9, DI; DECQ CX
 
-// 8 columns: row p of B in Y12, row i of the tile in Y(2i).
-#define LOADB8 VMOVUPS (DI), Y12
-#define FMA8(off, x0) VBROADCASTSS off(SI), Y14; VFMADD231PS Y12, Y14, x0
+#define FMA16(addr, x0, x1) VBROADCASTSS addr, Y14; VFMADD231PS Y12, Y14, x0; VFMADD231PS Y13, Y14, x1
+#define FMA8(addr, x0) VBROADCASTSS addr, Y14; VFMADD231PS Y12, Y14, x0
+#define FMA8B(addr, x1) VBROADCASTSS addr, Y15; VFMADD231PS Y13, Y15, x1
 
 // Epilogue steps for one row; AX points at the row's C, bias or mask.
 #define SCALE16(x0, x1) VMULPS Y12, x0, x0; VMULPS Y12, x1, x1
@@ -59,9 +113,12 @@
 #define NEXTROW(n, done, step) CMPQ DX, $n; JEQ done; ADDQ step, AX
 #define LASTROW(n, done) CMPQ DX, $n; JEQ done
 
-// func kern16AVX2(rows, kc int, a *float32, sa int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
-TEXT ·kern16AVX2(SB), NOSPLIT, $0-104
+// func kern16AVX2(nt, base, extra, kc int, a *float32, sa, ra int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
+TEXT ·kern16AVX2(SB), NOSPLIT, $40-128
 	ARGS
+
+k16tile:
+	TILE
 	ZERO12
 	CMPQ DX, $6
 	JEQ  k16r6
@@ -75,71 +132,78 @@ TEXT ·kern16AVX2(SB), NOSPLIT, $0-104
 	JEQ  k16r2
 
 k16r1:
-	LOADB16
-	FMA16(0, Y0, Y1)
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
 	NEXTK
 	JNZ k16r1
-	JMP e16
+	JMP k16e
 
 k16r2:
-	LOADB16
-	FMA16(0, Y0, Y1)
-	FMA16(4, Y2, Y3)
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
 	NEXTK
 	JNZ k16r2
-	JMP e16
+	JMP k16e
 
 k16r3:
-	LOADB16
-	FMA16(0, Y0, Y1)
-	FMA16(4, Y2, Y3)
-	FMA16(8, Y4, Y5)
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
 	NEXTK
 	JNZ k16r3
-	JMP e16
+	JMP k16e
 
 k16r4:
-	LOADB16
-	FMA16(0, Y0, Y1)
-	FMA16(4, Y2, Y3)
-	FMA16(8, Y4, Y5)
-	FMA16(12, Y6, Y7)
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	FMA16((BX), Y6, Y7)
 	NEXTK
 	JNZ k16r4
-	JMP e16
+	JMP k16e
 
 k16r5:
-	LOADB16
-	FMA16(0, Y0, Y1)
-	FMA16(4, Y2, Y3)
-	FMA16(8, Y4, Y5)
-	FMA16(12, Y6, Y7)
-	FMA16(16, Y8, Y9)
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	FMA16((BX), Y6, Y7)
+	FMA16((BX)(R13*1), Y8, Y9)
 	NEXTK
 	JNZ k16r5
-	JMP e16
+	JMP k16e
 
 k16r6:
-	LOADB16
-	FMA16(0, Y0, Y1)
-	FMA16(4, Y2, Y3)
-	FMA16(8, Y4, Y5)
-	FMA16(12, Y6, Y7)
-	FMA16(16, Y8, Y9)
-	FMA16(20, Y10, Y11)
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	FMA16((BX), Y6, Y7)
+	FMA16((BX)(R13*1), Y8, Y9)
+	FMA16((BX)(R13*2), Y10, Y11)
 	NEXTK
 	JNZ k16r6
+	JMP k16e
 
-e16:
-	MOVQ flags+72(FP), BX
-	MOVQ c+48(FP), R10
-	MOVQ ldc+56(FP), R11
+k16e:
+	MOVQ flags+96(FP), BX
+	MOVQ ccur-16(SP), R10
+	MOVQ ldc+80(FP), R11
 	SHLQ $2, R11
 	VXORPS Y14, Y14, Y14
 
 	TESTQ $2, BX
-	JZ    e16beta
-	VBROADCASTSS alpha+64(FP), Y12
+	JZ    k16beta
+	VBROADCASTSS alpha+88(FP), Y12
 	SCALE16(Y0, Y1)
 	SCALE16(Y2, Y3)
 	SCALE16(Y4, Y5)
@@ -147,42 +211,42 @@ e16:
 	SCALE16(Y8, Y9)
 	SCALE16(Y10, Y11)
 
-e16beta:
+k16beta:
 	TESTQ $1, BX
-	JZ    e16bias
-	VBROADCASTSS beta+68(FP), Y13
+	JZ    k16bias
+	VBROADCASTSS beta+92(FP), Y13
 	MOVQ R10, AX
 	BETA16(Y0, Y1)
-	NEXTROW(1, e16bias, R11)
+	NEXTROW(1, k16bias, R11)
 	BETA16(Y2, Y3)
-	NEXTROW(2, e16bias, R11)
+	NEXTROW(2, k16bias, R11)
 	BETA16(Y4, Y5)
-	NEXTROW(3, e16bias, R11)
+	NEXTROW(3, k16bias, R11)
 	BETA16(Y6, Y7)
-	NEXTROW(4, e16bias, R11)
+	NEXTROW(4, k16bias, R11)
 	BETA16(Y8, Y9)
-	NEXTROW(5, e16bias, R11)
+	NEXTROW(5, k16bias, R11)
 	BETA16(Y10, Y11)
 
-e16bias:
+k16bias:
 	TESTQ $4, BX
-	JZ    e16relu
-	MOVQ bias+80(FP), AX
+	JZ    k16relu
+	MOVQ bcur-24(SP), AX
 	BIAS16(0, Y0, Y1)
-	LASTROW(1, e16relu)
+	LASTROW(1, k16relu)
 	BIAS16(4, Y2, Y3)
-	LASTROW(2, e16relu)
+	LASTROW(2, k16relu)
 	BIAS16(8, Y4, Y5)
-	LASTROW(3, e16relu)
+	LASTROW(3, k16relu)
 	BIAS16(12, Y6, Y7)
-	LASTROW(4, e16relu)
+	LASTROW(4, k16relu)
 	BIAS16(16, Y8, Y9)
-	LASTROW(5, e16relu)
+	LASTROW(5, k16relu)
 	BIAS16(20, Y10, Y11)
 
-e16relu:
+k16relu:
 	TESTQ $8, BX
-	JZ    e16mask
+	JZ    k16mask
 	RELU16(Y0, Y1)
 	RELU16(Y2, Y3)
 	RELU16(Y4, Y5)
@@ -190,46 +254,54 @@ e16relu:
 	RELU16(Y8, Y9)
 	RELU16(Y10, Y11)
 
-e16mask:
+k16mask:
 	TESTQ $16, BX
-	JZ    e16store
-	MOVQ mask+88(FP), AX
-	MOVQ ldm+96(FP), R12
+	JZ    k16store
+	MOVQ mcur-32(SP), AX
+	MOVQ ldm+120(FP), R12
 	SHLQ $2, R12
 	MASK16(Y0, Y1)
-	NEXTROW(1, e16store, R12)
+	NEXTROW(1, k16store, R12)
 	MASK16(Y2, Y3)
-	NEXTROW(2, e16store, R12)
+	NEXTROW(2, k16store, R12)
 	MASK16(Y4, Y5)
-	NEXTROW(3, e16store, R12)
+	NEXTROW(3, k16store, R12)
 	MASK16(Y6, Y7)
-	NEXTROW(4, e16store, R12)
+	NEXTROW(4, k16store, R12)
 	MASK16(Y8, Y9)
-	NEXTROW(5, e16store, R12)
+	NEXTROW(5, k16store, R12)
 	MASK16(Y10, Y11)
 
-e16store:
+k16store:
 	MOVQ R10, AX
 	STORE16(Y0, Y1)
-	NEXTROW(1, e16done, R11)
+	NEXTROW(1, k16done, R11)
 	STORE16(Y2, Y3)
-	NEXTROW(2, e16done, R11)
+	NEXTROW(2, k16done, R11)
 	STORE16(Y4, Y5)
-	NEXTROW(3, e16done, R11)
+	NEXTROW(3, k16done, R11)
 	STORE16(Y6, Y7)
-	NEXTROW(4, e16done, R11)
+	NEXTROW(4, k16done, R11)
 	STORE16(Y8, Y9)
-	NEXTROW(5, e16done, R11)
+	NEXTROW(5, k16done, R11)
 	STORE16(Y10, Y11)
 
-e16done:
+k16done:
+	NEXTTILE(k16tile)
 	VZEROUPPER
 	RET
 
-// func kern8AVX2(rows, kc int, a *float32, sa int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
-TEXT ·kern8AVX2(SB), NOSPLIT, $0-104
+// func kern8AVX2(nt, base, extra, kc int, a *float32, sa, ra int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
+TEXT ·kern8AVX2(SB), NOSPLIT, $40-128
 	ARGS
+
+k8tile:
+	TILE
 	ZERO12
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
 	CMPQ DX, $6
 	JEQ  k8r6
 	CMPQ DX, $5
@@ -242,71 +314,212 @@ TEXT ·kern8AVX2(SB), NOSPLIT, $0-104
 	JEQ  k8r2
 
 k8r1:
-	LOADB8
-	FMA8(0, Y0)
-	NEXTK
-	JNZ k8r1
-	JMP e8
+	CMPQ CX, $1
+	JEQ  k8r1last
+
+k8r1pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS (DI)(R9*1), Y13
+	FMA8((SI), Y0)
+	FMA8B((R10), Y1)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $1
+	JGT  k8r1pair
+	JLT  k8sum
+
+k8r1last:
+	VMOVUPS (DI), Y12
+	FMA8((SI), Y0)
+	JMP k8sum
 
 k8r2:
-	LOADB8
-	FMA8(0, Y0)
-	FMA8(4, Y2)
-	NEXTK
-	JNZ k8r2
-	JMP e8
+	CMPQ CX, $1
+	JEQ  k8r2last
+
+k8r2pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS (DI)(R9*1), Y13
+	FMA8((SI), Y0)
+	FMA8B((R10), Y1)
+	FMA8((SI)(R13*1), Y2)
+	FMA8B((R10)(R13*1), Y3)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $1
+	JGT  k8r2pair
+	JLT  k8sum
+
+k8r2last:
+	VMOVUPS (DI), Y12
+	FMA8((SI), Y0)
+	FMA8((SI)(R13*1), Y2)
+	JMP k8sum
 
 k8r3:
-	LOADB8
-	FMA8(0, Y0)
-	FMA8(4, Y2)
-	FMA8(8, Y4)
-	NEXTK
-	JNZ k8r3
-	JMP e8
+	CMPQ CX, $1
+	JEQ  k8r3last
+
+k8r3pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS (DI)(R9*1), Y13
+	FMA8((SI), Y0)
+	FMA8B((R10), Y1)
+	FMA8((SI)(R13*1), Y2)
+	FMA8B((R10)(R13*1), Y3)
+	FMA8((SI)(R13*2), Y4)
+	FMA8B((R10)(R13*2), Y5)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $1
+	JGT  k8r3pair
+	JLT  k8sum
+
+k8r3last:
+	VMOVUPS (DI), Y12
+	FMA8((SI), Y0)
+	FMA8((SI)(R13*1), Y2)
+	FMA8((SI)(R13*2), Y4)
+	JMP k8sum
 
 k8r4:
-	LOADB8
-	FMA8(0, Y0)
-	FMA8(4, Y2)
-	FMA8(8, Y4)
-	FMA8(12, Y6)
-	NEXTK
-	JNZ k8r4
-	JMP e8
+	CMPQ CX, $1
+	JEQ  k8r4last
+
+k8r4pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS (DI)(R9*1), Y13
+	FMA8((SI), Y0)
+	FMA8B((R10), Y1)
+	FMA8((SI)(R13*1), Y2)
+	FMA8B((R10)(R13*1), Y3)
+	FMA8((SI)(R13*2), Y4)
+	FMA8B((R10)(R13*2), Y5)
+	FMA8((BX), Y6)
+	FMA8B((R11), Y7)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $1
+	JGT  k8r4pair
+	JLT  k8sum
+
+k8r4last:
+	VMOVUPS (DI), Y12
+	FMA8((SI), Y0)
+	FMA8((SI)(R13*1), Y2)
+	FMA8((SI)(R13*2), Y4)
+	FMA8((BX), Y6)
+	JMP k8sum
 
 k8r5:
-	LOADB8
-	FMA8(0, Y0)
-	FMA8(4, Y2)
-	FMA8(8, Y4)
-	FMA8(12, Y6)
-	FMA8(16, Y8)
-	NEXTK
-	JNZ k8r5
-	JMP e8
+	CMPQ CX, $1
+	JEQ  k8r5last
+
+k8r5pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS (DI)(R9*1), Y13
+	FMA8((SI), Y0)
+	FMA8B((R10), Y1)
+	FMA8((SI)(R13*1), Y2)
+	FMA8B((R10)(R13*1), Y3)
+	FMA8((SI)(R13*2), Y4)
+	FMA8B((R10)(R13*2), Y5)
+	FMA8((BX), Y6)
+	FMA8B((R11), Y7)
+	FMA8((BX)(R13*1), Y8)
+	FMA8B((R11)(R13*1), Y9)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $1
+	JGT  k8r5pair
+	JLT  k8sum
+
+k8r5last:
+	VMOVUPS (DI), Y12
+	FMA8((SI), Y0)
+	FMA8((SI)(R13*1), Y2)
+	FMA8((SI)(R13*2), Y4)
+	FMA8((BX), Y6)
+	FMA8((BX)(R13*1), Y8)
+	JMP k8sum
 
 k8r6:
-	LOADB8
-	FMA8(0, Y0)
-	FMA8(4, Y2)
-	FMA8(8, Y4)
-	FMA8(12, Y6)
-	FMA8(16, Y8)
-	FMA8(20, Y10)
-	NEXTK
-	JNZ k8r6
+	CMPQ CX, $1
+	JEQ  k8r6last
 
-e8:
-	MOVQ flags+72(FP), BX
-	MOVQ c+48(FP), R10
-	MOVQ ldc+56(FP), R11
+k8r6pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS (DI)(R9*1), Y13
+	FMA8((SI), Y0)
+	FMA8B((R10), Y1)
+	FMA8((SI)(R13*1), Y2)
+	FMA8B((R10)(R13*1), Y3)
+	FMA8((SI)(R13*2), Y4)
+	FMA8B((R10)(R13*2), Y5)
+	FMA8((BX), Y6)
+	FMA8B((R11), Y7)
+	FMA8((BX)(R13*1), Y8)
+	FMA8B((R11)(R13*1), Y9)
+	FMA8((BX)(R13*2), Y10)
+	FMA8B((R11)(R13*2), Y11)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	CMPQ CX, $1
+	JGT  k8r6pair
+	JLT  k8sum
+
+k8r6last:
+	VMOVUPS (DI), Y12
+	FMA8((SI), Y0)
+	FMA8((SI)(R13*1), Y2)
+	FMA8((SI)(R13*2), Y4)
+	FMA8((BX), Y6)
+	FMA8((BX)(R13*1), Y8)
+	FMA8((BX)(R13*2), Y10)
+	JMP k8sum
+
+k8sum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+
+k8e:
+	MOVQ flags+96(FP), BX
+	MOVQ ccur-16(SP), R10
+	MOVQ ldc+80(FP), R11
 	SHLQ $2, R11
 	VXORPS Y14, Y14, Y14
 
 	TESTQ $2, BX
-	JZ    e8beta
-	VBROADCASTSS alpha+64(FP), Y12
+	JZ    k8beta
+	VBROADCASTSS alpha+88(FP), Y12
 	SCALE8(Y0)
 	SCALE8(Y2)
 	SCALE8(Y4)
@@ -314,42 +527,42 @@ e8:
 	SCALE8(Y8)
 	SCALE8(Y10)
 
-e8beta:
+k8beta:
 	TESTQ $1, BX
-	JZ    e8bias
-	VBROADCASTSS beta+68(FP), Y13
+	JZ    k8bias
+	VBROADCASTSS beta+92(FP), Y13
 	MOVQ R10, AX
 	BETA8(Y0)
-	NEXTROW(1, e8bias, R11)
+	NEXTROW(1, k8bias, R11)
 	BETA8(Y2)
-	NEXTROW(2, e8bias, R11)
+	NEXTROW(2, k8bias, R11)
 	BETA8(Y4)
-	NEXTROW(3, e8bias, R11)
+	NEXTROW(3, k8bias, R11)
 	BETA8(Y6)
-	NEXTROW(4, e8bias, R11)
+	NEXTROW(4, k8bias, R11)
 	BETA8(Y8)
-	NEXTROW(5, e8bias, R11)
+	NEXTROW(5, k8bias, R11)
 	BETA8(Y10)
 
-e8bias:
+k8bias:
 	TESTQ $4, BX
-	JZ    e8relu
-	MOVQ bias+80(FP), AX
+	JZ    k8relu
+	MOVQ bcur-24(SP), AX
 	BIAS8(0, Y0)
-	LASTROW(1, e8relu)
+	LASTROW(1, k8relu)
 	BIAS8(4, Y2)
-	LASTROW(2, e8relu)
+	LASTROW(2, k8relu)
 	BIAS8(8, Y4)
-	LASTROW(3, e8relu)
+	LASTROW(3, k8relu)
 	BIAS8(12, Y6)
-	LASTROW(4, e8relu)
+	LASTROW(4, k8relu)
 	BIAS8(16, Y8)
-	LASTROW(5, e8relu)
+	LASTROW(5, k8relu)
 	BIAS8(20, Y10)
 
-e8relu:
+k8relu:
 	TESTQ $8, BX
-	JZ    e8mask
+	JZ    k8mask
 	RELU8(Y0)
 	RELU8(Y2)
 	RELU8(Y4)
@@ -357,38 +570,39 @@ e8relu:
 	RELU8(Y8)
 	RELU8(Y10)
 
-e8mask:
+k8mask:
 	TESTQ $16, BX
-	JZ    e8store
-	MOVQ mask+88(FP), AX
-	MOVQ ldm+96(FP), R12
+	JZ    k8store
+	MOVQ mcur-32(SP), AX
+	MOVQ ldm+120(FP), R12
 	SHLQ $2, R12
 	MASK8(Y0)
-	NEXTROW(1, e8store, R12)
+	NEXTROW(1, k8store, R12)
 	MASK8(Y2)
-	NEXTROW(2, e8store, R12)
+	NEXTROW(2, k8store, R12)
 	MASK8(Y4)
-	NEXTROW(3, e8store, R12)
+	NEXTROW(3, k8store, R12)
 	MASK8(Y6)
-	NEXTROW(4, e8store, R12)
+	NEXTROW(4, k8store, R12)
 	MASK8(Y8)
-	NEXTROW(5, e8store, R12)
+	NEXTROW(5, k8store, R12)
 	MASK8(Y10)
 
-e8store:
+k8store:
 	MOVQ R10, AX
 	STORE8(Y0)
-	NEXTROW(1, e8done, R11)
+	NEXTROW(1, k8done, R11)
 	STORE8(Y2)
-	NEXTROW(2, e8done, R11)
+	NEXTROW(2, k8done, R11)
 	STORE8(Y4)
-	NEXTROW(3, e8done, R11)
+	NEXTROW(3, k8done, R11)
 	STORE8(Y6)
-	NEXTROW(4, e8done, R11)
+	NEXTROW(4, k8done, R11)
 	STORE8(Y8)
-	NEXTROW(5, e8done, R11)
+	NEXTROW(5, k8done, R11)
 	STORE8(Y10)
 
-e8done:
+k8done:
+	NEXTTILE(k8tile)
 	VZEROUPPER
 	RET

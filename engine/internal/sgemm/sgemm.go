@@ -7,10 +7,11 @@ import (
 )
 
 // Blocking parameters. A register tile is at most tileRows×tileCols; kcMax
-// bounds the depth of one pass so that a packed 16-column panel of B
-// (kcMax·16·4 = 16 KiB) stays in L1 while the tiles of A stream past it, and
-// mcMax·kcMax floats of packed A (144 KiB) stay in L2. The engine's products
-// (every dimension ≤ 128) fit one block in every direction.
+// bounds the depth of one pass so that a 16-column panel of B (kcMax·16·4
+// = 16 KiB) stays in L1 while the row tiles stream past it, and mcMax rows
+// of A (read in place, never packed) bound the block kept in L2 meanwhile.
+// The engine's products (every dimension ≤ 128) fit one block in every
+// direction.
 const (
 	tileRows = 6
 	tileCols = 16
@@ -28,18 +29,32 @@ const (
 	flagMask              // acc = 0 where !(mask > 0)
 )
 
-// kernelFunc computes one register tile: rows (1…6) rows by 16 or 8
-// columns (fixed per function) of acc = Σ_p A[p][i]·B[p][j] over kc ≥ 1
-// steps, where row p of A starts at a + p·sa and holds the tile's rows
-// consecutively, and row p of B starts at b + p·sb. It then applies the
-// epilogue selected by flags in the order alpha, beta, bias, ReLU, mask, and
-// stores the tile at c (row stride ldc). Strides are in elements.
-type kernelFunc func(rows, kc int, a *float32, sa int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
+// kernelFunc computes nt register tiles of one column panel: tile t has
+// base+1 rows if t < extra, else base (1…6), and starts at the row after
+// the previous tile's in A, C, bias and mask. A tile with rows rows and 16
+// or 8 columns (fixed per function) is acc[i][j] = Σ_p A(p, i)·B[p][j] over
+// kc ≥ 1 steps, where A(p, i) is at a + p·sa + i·ra for the first tile and
+// row p of B starts at b + p·sb. ra = 1 reads a stored Aᵀ, sa = 1 a stored
+// A, so A is read in place either way. The kernel then applies the epilogue
+// selected by flags in the order alpha, beta, bias, ReLU, mask, and stores
+// the tile at c (row stride ldc). Strides are in elements.
+type kernelFunc func(nt, base, extra, kc int, a *float32, sa, ra int, b *float32, sb int, c *float32, ldc int, alpha, beta float32, flags int, bias, mask *float32, ldm int)
 
 // impl is a set of micro-kernels.
 type impl struct {
 	name    string
 	k16, k8 kernelFunc
+	// transpose8, if not nil, packs with 8×8 transposes (see
+	// transpose8AVX); otherwise the packers copy element by element.
+	transpose8 func(dst *float32, ldd int, src *float32, lds, rows, nblk int)
+	// Element-wise kernels over n (a multiple of 8) elements, or nil; see
+	// vec.go for their meaning.
+	exp, tanh    func(dst, src *float32, n int)
+	coupling     func(y, x, o, t, s, e, ld *float32, n int)
+	couplingGrad func(gs, gt, g, x, s, e, gl *float32, n int)
+	rowSums      func(dst, src *float32, rows, cols, ld int)
+	toFloat32    func(dst *float32, ldd int, src *float64, lds, rows, cols int)
+	toFloat64    func(dst *float64, ldd int, src *float32, lds, rows, cols int)
 }
 
 var (
@@ -72,9 +87,9 @@ type Epilogue struct {
 // caller that keeps a Workspace per goroutine allocates nothing in steady
 // state. A Workspace must not be used by two goroutines at once.
 type Workspace struct {
-	pa, pb []float32
-	tile   [tileRows * tileCols]float32
-	tmask  [tileRows * tileCols]float32
+	pb    []float32
+	tile  [tileRows * tileCols]float32
+	tmask [tileRows * tileCols]float32
 }
 
 var pool = sync.Pool{New: func() any { return new(Workspace) }}
@@ -137,12 +152,9 @@ func (w *Workspace) GemmEpilogue(tA, tB bool, m, n, k int, alpha float32, a []fl
 		}
 		for jc := 0; jc < n; jc += ncMax {
 			nc := min(ncMax, n-jc)
-			w.packB(tB, b, ldb, pc, kc, jc, nc)
+			w.packB(im, tB, b, ldb, pc, kc, jc, nc)
 			for ic := 0; ic < m; ic += mcMax {
 				mc := min(mcMax, m-ic)
-				if !tA {
-					w.packA(a, lda, ic, mc, pc, kc)
-				}
 				w.block(im, tA, tB, a, lda, b, ldb, c, ldc, &ep, alpha, bet, flags, ic, mc, pc, kc, jc, nc)
 			}
 		}
@@ -170,9 +182,20 @@ func tiles(mc int) (nt, base, extra int) {
 
 // block multiplies one mc×kc block of op(A) by one kc×nc block of op(B).
 // Column panels are the outer loop so that a panel of B stays in L1 while
-// the row tiles pass.
+// the kernel runs down the row tiles.
 func (w *Workspace) block(im *impl, tA, tB bool, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, ep *Epilogue, alpha, beta float32, flags, ic, mc, pc, kc, jc, nc int) {
 	nt, base, extra := tiles(mc)
+	var ap *float32
+	sa, ra := lda, 1
+	if tA {
+		ap = &a[pc*lda+ic]
+	} else {
+		ap, sa, ra = &a[ic*lda+pc], 1, lda
+	}
+	var bias *float32
+	if flags&flagBias != 0 {
+		bias = &ep.RowBias[ic]
+	}
 	for j0 := 0; j0 < nc; {
 		width, valid := panel(nc - j0)
 		var bp *float32
@@ -186,34 +209,35 @@ func (w *Workspace) block(im *impl, tA, tB bool, a []float32, lda int, b []float
 		if width != tileCols {
 			kern = im.k8
 		}
-		r0 := 0
-		for t := 0; t < nt; t++ {
-			rows := base
-			if t < extra {
-				rows++
+		if valid == width {
+			var mask *float32
+			if flags&flagMask != 0 {
+				mask = &ep.Mask[ic*ep.LdMask+jc+j0]
 			}
-			var ap *float32
-			sa := rows
-			if tA {
-				ap, sa = &a[pc*lda+ic+r0], lda
-			} else {
-				ap = &w.pa[r0*kc]
-			}
-			i := ic + r0
-			var bias *float32
-			if flags&flagBias != 0 {
-				bias = &ep.RowBias[i]
-			}
-			if valid == width {
-				var mask *float32
-				if flags&flagMask != 0 {
-					mask = &ep.Mask[i*ep.LdMask+jc+j0]
+			kern(nt, base, extra, kc, ap, sa, ra, bp, sb, &c[ic*ldc+jc+j0], ldc, alpha, beta, flags, bias, mask, ep.LdMask)
+		} else {
+			// A partial panel goes through the workspace tile, one row
+			// tile at a time.
+			r0 := 0
+			for t := 0; t < nt; t++ {
+				rows := base
+				if t < extra {
+					rows++
 				}
-				kern(rows, kc, ap, sa, bp, sb, &c[i*ldc+jc+j0], ldc, alpha, beta, flags, bias, mask, ep.LdMask)
-			} else {
-				w.edgeTile(kern, rows, kc, ap, sa, bp, sb, c[i*ldc+jc+j0:], ldc, valid, alpha, beta, flags, bias, ep, i, jc+j0)
+				i := ic + r0
+				var tbias *float32
+				if bias != nil {
+					tbias = &ep.RowBias[i]
+				}
+				var tap *float32
+				if tA {
+					tap = &a[pc*lda+i]
+				} else {
+					tap = &a[i*lda+pc]
+				}
+				w.edgeTile(kern, rows, kc, tap, sa, ra, bp, sb, c[i*ldc+jc+j0:], ldc, valid, alpha, beta, flags, tbias, ep, i, jc+j0)
+				r0 += rows
 			}
-			r0 += rows
 		}
 		j0 += width
 	}
@@ -222,7 +246,7 @@ func (w *Workspace) block(im *impl, tA, tB bool, a []float32, lda int, b []float
 // edgeTile runs a kernel on a tile of which only valid columns exist in C:
 // through the workspace tile, so that the kernel never touches memory past
 // the end of a row of C (or of the mask).
-func (w *Workspace) edgeTile(kern kernelFunc, rows, kc int, ap *float32, sa int, bp *float32, sb int, c []float32, ldc, valid int, alpha, beta float32, flags int, bias *float32, ep *Epilogue, i, j int) {
+func (w *Workspace) edgeTile(kern kernelFunc, rows, kc int, ap *float32, sa, ra int, bp *float32, sb int, c []float32, ldc, valid int, alpha, beta float32, flags int, bias *float32, ep *Epilogue, i, j int) {
 	t := &w.tile
 	if flags&flagBeta != 0 {
 		for r := 0; r < rows; r++ {
@@ -239,39 +263,16 @@ func (w *Workspace) edgeTile(kern kernelFunc, rows, kc int, ap *float32, sa int,
 		}
 		mask = &tm[0]
 	}
-	kern(rows, kc, ap, sa, bp, sb, &t[0], tileCols, alpha, beta, flags, bias, mask, tileCols)
+	kern(1, rows, 0, kc, ap, sa, ra, bp, sb, &t[0], tileCols, alpha, beta, flags, bias, mask, tileCols)
 	for r := 0; r < rows; r++ {
 		copy(c[r*ldc:r*ldc+valid], t[r*tileCols:r*tileCols+valid])
-	}
-}
-
-// packA copies rows ic…ic+mc, columns pc…pc+kc of A (stored m×k) into the
-// layout the kernels read: per row tile, kc consecutive groups of its rows.
-func (w *Workspace) packA(a []float32, lda, ic, mc, pc, kc int) {
-	w.pa = grow(w.pa, mc*kc)
-	nt, base, extra := tiles(mc)
-	r0 := 0
-	for t := 0; t < nt; t++ {
-		rows := base
-		if t < extra {
-			rows++
-		}
-		dst := w.pa[r0*kc : (r0+rows)*kc]
-		for i := 0; i < rows; i++ {
-			src := a[(ic+r0+i)*lda+pc:]
-			src = src[:kc]
-			for p, v := range src {
-				dst[p*rows+i] = v
-			}
-		}
-		r0 += rows
 	}
 }
 
 // packB copies the column panels of a kc×nc block of op(B) that the kernels
 // cannot read in place (all of them if B is stored transposed, otherwise
 // only a last, partial panel) into zero-padded panels of 16 or 8 columns.
-func (w *Workspace) packB(tB bool, b []float32, ldb, pc, kc, jc, nc int) {
+func (w *Workspace) packB(im *impl, tB bool, b []float32, ldb, pc, kc, jc, nc int) {
 	if !tB && nc%(tileCols/2) == 0 {
 		return
 	}
@@ -282,7 +283,7 @@ func (w *Workspace) packB(tB bool, b []float32, ldb, pc, kc, jc, nc int) {
 		if tB || valid < width {
 			dst := w.pb[j0*kc : (j0+width)*kc]
 			if tB {
-				packBT(dst, b, ldb, pc, kc, jc+j0, width, valid)
+				packBT(im, dst, b, ldb, pc, kc, jc+j0, width, valid)
 			} else {
 				for p := 0; p < kc; p++ {
 					d := dst[p*width : (p+1)*width]
@@ -298,12 +299,21 @@ func (w *Workspace) packB(tB bool, b []float32, ldb, pc, kc, jc, nc int) {
 
 // packBT packs columns j…j+valid of op(B) = Bᵀ, i.e. rows of the stored B,
 // into a panel of the given width (zero beyond valid).
-func packBT(dst, b []float32, ldb, pc, kc, j, width, valid int) {
-	for c := 0; c < valid; c++ {
-		src := b[(j+c)*ldb+pc:]
-		src = src[:kc]
-		for p, v := range src {
-			dst[p*width+c] = v
+func packBT(im *impl, dst, b []float32, ldb, pc, kc, j, width, valid int) {
+	for c0 := 0; c0 < valid; c0 += 8 {
+		src := b[(j+c0)*ldb+pc:]
+		n := min(8, valid-c0)
+		p0 := 0
+		if im.transpose8 != nil && n == 8 && kc >= 8 {
+			nb := kc / 8
+			im.transpose8(&dst[c0], width, &src[0], ldb, 8, nb)
+			p0 = 8 * nb
+		}
+		for c := 0; c < n; c++ {
+			row := src[c*ldb+p0 : c*ldb+kc]
+			for p, v := range row {
+				dst[(p0+p)*width+c0+c] = v
+			}
 		}
 	}
 	for c := valid; c < width; c++ {

@@ -370,6 +370,7 @@ var benchShapes = []struct {
 }{
 	{"hid=W1ᵀx/128x128x20", true, false, 128, 128, 20},
 	{"out=W2ᵀhid/40x128x128", true, false, 40, 128, 128},
+	{"gW2=hid·gᵀ/128x40x128", false, true, 128, 40, 128},
 	{"gW2ᵀ=g·hidᵀ/40x128x128", false, true, 40, 128, 128},
 	{"ghid=W2·g/128x128x40", true, false, 128, 128, 40},
 	{"gW1=x·ghidᵀ/20x128x128", false, true, 20, 128, 128},

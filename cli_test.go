@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mkbench-cli")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "mkbench")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func mkbench(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+t.TempDir())
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return so.String(), se.String(), code
+}
+
+// Every bad input gives one clear line on stderr and a non-zero exit.
+func TestBadInputIsOneClearError(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"run", "--preset", "sine-7shot"}, `unknown preset "sine-7shot"`},
+		{[]string{"run", "--preset", "sine-5shot", "--variant", "metakernal"}, `unknown variant "metakernal"`},
+		{[]string{"run", "--preset", "sine-5shot", "--iters", "0"}, "--iters must be positive"},
+		{[]string{"run", "--preset", "sine-5shot", "--iters", "-3"}, "--iters must be positive"},
+		{[]string{"run", "--preset", "sine-5shot", "--eval-tasks", "0"}, "--eval-tasks must be positive"},
+		{[]string{"run", "--preset", "sine-5shot", "--iters", "ten"}, `invalid value "ten"`},
+		{[]string{"run", "--preset", "sine-5shot", "--lr", "1"}, "flag provided but not defined: -lr"},
+		{[]string{"run"}, "--preset is required"},
+		{[]string{"run", "--resume", dir}, "no checkpoint"},
+		{[]string{"run", "--resume", dir, "--seed", "3"}, "cannot be changed when resuming"},
+		{[]string{"eval"}, "--run DIR is required"},
+		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},
+	}
+	for _, tc := range cases {
+		_, se, code := mkbench(t, tc.args...)
+		if code == 0 || !strings.Contains(se, tc.want) || strings.Count(strings.TrimSpace(se), "\n") != 0 {
+			t.Errorf("mkbench %s: exit %d, stderr %q; want one line containing %q", strings.Join(tc.args, " "), code, se, tc.want)
+		}
+	}
+	// A damaged checkpoint is named as such.
+	os.WriteFile(filepath.Join(dir, engine.FileCheckpoint), []byte("garbage"), 0o644)
+	if _, se, code := mkbench(t, "eval", "--run", dir); code == 0 || !strings.Contains(se, "damaged") {
+		t.Errorf("damaged checkpoint: exit %d, %q", code, se)
+	}
+}
+
+func TestPresetsAndVersion(t *testing.T) {
+	so, _, code := mkbench(t, "presets")
+	for _, p := range []string{"sine-3shot", "sine-5shot", "sine-10shot"} {
+		if code != 0 || !strings.Contains(so, p) {
+			t.Errorf("presets output lacks %s: %q", p, so)
+		}
+	}
+	if so, _, code := mkbench(t, "--version"); code != 0 || !strings.HasPrefix(so, "mkbench ") {
+		t.Errorf("--version: %q", so)
+	}
+}
+
+// The headless contract: run writes the files, eval reproduces the number,
+// and a second run into the same directory is refused.
+func TestRunThenEvalReproduces(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	so, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--variant", "vrf+ctx", "--iters", "40", "--eval-tasks", "50", "--out", dir)
+	if code != 0 {
+		t.Fatalf("run failed: %s %s", so, se)
+	}
+	var sum map[string]any
+	if err := json.Unmarshal(readAll(t, filepath.Join(dir, engine.FileSummary)), &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"preset", "variant", "seed", "iters", "train_seconds", "ms_per_iter", "eval"} {
+		if _, ok := sum[k]; !ok {
+			t.Errorf("summary.json lacks %q", k)
+		}
+	}
+	ev := sum["eval"].(map[string]any)
+	for _, k := range []string{"metric", "mean", "ci95", "tasks"} {
+		if _, ok := ev[k]; !ok {
+			t.Errorf("summary.json eval lacks %q", k)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(string(readAll(t, filepath.Join(dir, engine.FileMetrics)))), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want 4 metrics rows for 40 iterations, got %d", len(lines))
+	}
+	var row map[string]any
+	json.Unmarshal([]byte(lines[0]), &row)
+	for _, k := range []string{"iter", "loss", "kl", "elbo", "lambda"} {
+		if _, ok := row[k]; !ok {
+			t.Errorf("metrics row lacks %q", k)
+		}
+	}
+	so, se, code = mkbench(t, "eval", "--run", dir)
+	if code != 0 || !strings.Contains(so, "matches summary.json") {
+		t.Fatalf("eval did not reproduce the run's number: %s %s", so, se)
+	}
+	if _, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--iters", "5", "--out", dir); code == 0 || !strings.Contains(se, "already holds a run") {
+		t.Fatalf("second run into the same directory: exit %d, %q", code, se)
+	}
+}
+
+// SIGTERM during a run checkpoints first; --resume then finishes it.
+func TestSignalCheckpointsAndResumeFinishes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--preset", "sine-5shot", "--variant", "vrf", "--iters", "100000", "--out", dir)
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, engine.FileMetrics)); err == nil && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("run produced no metrics")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "--resume") {
+		t.Fatalf("want exit 130 with a resume hint, got %v, %q", err, se.String())
+	}
+	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+	if err != nil || ck.Iter == 0 {
+		t.Fatalf("checkpoint after SIGTERM: %v", err)
+	}
+	so, se2, code := mkbench(t, "run", "--resume", dir, "--iters", fmtInt(ck.Iter+20), "--quiet")
+	if code != 0 || !strings.Contains(so, "done") {
+		t.Fatalf("resume: exit %d: %s %s", code, so, se2)
+	}
+}
+
+func fmtInt(n int) string { return strconv.Itoa(n) }
+
+func readAll(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
