@@ -6,10 +6,13 @@
 //
 // The hot pieces are custom gorgonia ops with hand-written, finite-difference
 // checked gradients (batched Cholesky KRR solve, LSTM sequence, coupling
-// flow, random Fourier features, Laplace attention). They work in float64,
-// parallelize over tasks with fixed chunking so that results are
-// bit-identical however many cores run them, and the rest of the model is
-// ordinary gorgonia graph code built once per shape.
+// flow, random Fourier features, Laplace attention). They take and return
+// float64 and parallelize over tasks with fixed chunking, so results are
+// bit-identical however many cores run them. The coupling flow, by far the
+// largest cost, computes in float32 with an AVX2/FMA GEMM of our own
+// (internal/sgemm); its float64 instantiation of the same code is what the
+// finite-difference tests check. The rest of the model is ordinary gorgonia
+// graph code built once per shape.
 //
 // engine never imports UI packages: a UI watches a run through the Observer
 // it passes to Run.

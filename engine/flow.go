@@ -138,9 +138,13 @@ func (s FlowSpec) NumParams() int {
 	return s.Layers * (3*s.Dim*s.Hidden + 2*s.Cond*s.Hidden + 2*s.Hidden + 2*s.Dim)
 }
 
-// Init fills theta (len NumParams) for a near-identity start: W1 and Wc are
-// He-normal over the joint fan-in nIn+Cond of the hidden pre-activation, b1 = 0,
-// W2 ~ N(0, 0.01²) and b2 = 0, so s and t start close to zero.
+// Init fills theta (len NumParams) for an identity start: W1 and Wc are
+// He-normal over the joint fan-in nIn+Cond of the hidden pre-activation,
+// b1 = 0, and W2 = b2 = 0, so s = t = 0 and every coupling is exactly the
+// identity with zero log-det (as in Glow). The gradient w.r.t. W2 is not
+// zero, so training moves the flow away from the identity only as far as
+// the ELBO rewards it; a random W2 instead starts every variant with flows
+// from a perturbed q, which measurably slowed the sine runs.
 func (s FlowSpec) Init(rng *rand.Rand, theta []float64) {
 	if len(theta) != s.NumParams() {
 		panic(fmt.Sprintf("flow: Init got %d parameters, want %d", len(theta), s.NumParams()))
@@ -154,10 +158,7 @@ func (s FlowSpec) Init(rng *rand.Rand, theta []float64) {
 			for i := h.b1; i < h.w2; i++ {
 				theta[i] = 0
 			}
-			for i := h.w2; i < h.b2; i++ {
-				theta[i] = 0.01 * rng.NormFloat64()
-			}
-			for i := h.b2; i < h.end; i++ {
+			for i := h.w2; i < h.end; i++ {
 				theta[i] = 0
 			}
 		}
@@ -196,10 +197,12 @@ type flowEpi[F flowFloat] struct {
 type flowMath[F flowFloat] struct {
 	// gemm computes C = op(A)·op(B) + beta·C, then the epilogue; serial.
 	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, ep flowEpi[F])
-	// coupling: s = tanh(o), e = exp(s), y = x·e + t, ld += s (per element).
-	coupling func(y, x, o, t, s, e, ld []F)
-	// couplingGrad: gs = (g·x·e + gl)(1 − s²), gt = g, g = g·e.
-	couplingGrad func(gs, gt, g, x, s, e, gl []F)
+	// coupling: s = tanh(o), e = exp(s), y = x·e + t, ld += s (per
+	// element); e is not kept.
+	coupling func(y, x, o, t, s, ld []F)
+	// couplingGrad: with e = exp(s) recomputed as coupling computed it,
+	// gs = (g·x·e + gl)(1 − s²), gt = g, g = g·e.
+	couplingGrad func(gs, gt, g, x, s, gl []F)
 	// addRowSums adds the row sums of a rows×cols matrix (stride ld) to dst.
 	addRowSums func(dst, src []F, rows, cols, ld int)
 	// transpose writes the transpose of a rows×cols matrix.
@@ -244,18 +247,19 @@ var flowMath64 = flowMath[float64]{
 			}
 		}
 	},
-	coupling: func(y, x, o, t, s, e, ld []float64) {
+	coupling: func(y, x, o, t, s, ld []float64) {
 		for r := range y {
 			sv := math.Tanh(o[r])
 			ev := math.Exp(sv)
-			s[r], e[r] = sv, ev
+			s[r] = sv
 			y[r] = x[r]*ev + t[r]
 			ld[r] += sv
 		}
 	},
-	couplingGrad: func(gs, gt, g, x, s, e, gl []float64) {
+	couplingGrad: func(gs, gt, g, x, s, gl []float64) {
 		for r, gv := range g {
-			ev, sv := e[r], s[r]
+			sv := s[r]
+			ev := math.Exp(sv)
 			gs[r] = (gv*x[r]*ev + gl[r]) * (1 - sv*sv)
 			gt[r] = gv
 			g[r] = gv * ev
@@ -285,11 +289,17 @@ func flowCopyRows(dst []float64, ldd int, src []float64, lds, rows, cols int) {
 // feature-major (one row of D samples per feature) so that every product
 // runs along the long sample axis and the coupling halves are plain strided
 // row views: no gathering or scattering between layers.
+//
+// The hidden activations and exp(s) are not cached: the backward pass
+// recomputes them (hid with one product with K = nIn, +11% flops at the
+// engine's size). Caching them would take the cache from 180 KB to 770 KB
+// per task at the realistic size (19 MB per pass), and writing that out and
+// reading it back through L3 and memory costs more than recomputing it in
+// L2 (measured: the products reading a cached hid ran at ~66 GFLOP/s, at
+// ~105 with the recomputed one).
 type flowTask[F flowFloat] struct {
-	w   [][]F    // ω_0..ω_K, each Dim×D
-	hid [][2][]F // per layer and half: H×D hidden activations (after ReLU)
-	s   [][2][]F // per layer and half: m×D tanh scales
-	e   [][2][]F // per layer and half: m×D exp(s)
+	w [][]F    // ω_0..ω_K, each Dim×D
+	s [][2][]F // per layer and half: m×D tanh scales
 }
 
 // flowScratch is per-chunk working memory; a chunk is processed by one
@@ -298,6 +308,7 @@ type flowScratch[F flowFloat] struct {
 	ws     sgemm.Workspace // packing buffers of the float32 products
 	ld, gl []F             // D
 	out    []F             // 2m×D network output (forward) or its gradient
+	hid    []F             // H×D hidden activations of the current half
 	ghid   []F             // H×D
 	gw     []F             // Dim×D gradient w.r.t. the current ω
 	rows   []F             // D×(Dim+1) sample-major staging for conversions
@@ -327,13 +338,14 @@ type flowCore[F flowFloat] struct {
 	// theta layout.
 	part [][]F
 
-	pool flowPool
+	pool *flowPool
 	// The parallel loop bodies live here, so that starting one allocates
 	// nothing.
 	jSetup  flowSetup[F]
 	jFwd    flowForward[F]
 	jBwd    flowBackward[F]
 	jReduce flowReduce[F]
+	jGemm   flowSplitGemm[F]
 }
 
 // flowSpecInfo is what a core needs of its kernel's spec.
@@ -356,10 +368,12 @@ type flowImpl interface {
 
 // FlowKernel evaluates a conditional coupling flow on plain float64 slices,
 // keeping the forward intermediates needed by Backward. It computes in
-// float32 internally (the products on AVX2+FMA when the CPU has them);
-// results agree with a float64 evaluation to ~1e-5 relative and are
-// bit-identical for any GOMAXPROCS. Buffers are sized on first use and
-// reused; a FlowKernel is not safe for concurrent use.
+// float32 internally (products and element-wise kernels from
+// internal/sgemm, AVX2+FMA assembly where the CPU has it): outputs and
+// gradients agree with a float64 evaluation to ~1e-6 relative (normwise)
+// and are bit-identical for any GOMAXPROCS. Buffers are sized on first use
+// and reused, so passes after the first allocate nothing; a FlowKernel is
+// not safe for concurrent use.
 type FlowKernel struct {
 	info flowSpecInfo
 
@@ -389,7 +403,8 @@ func NewFlowKernel(spec FlowSpec) (*FlowKernel, error) {
 func (k *FlowKernel) Spec() FlowSpec { return k.info.FlowSpec }
 
 func newFlowCore[F flowFloat](info flowSpecInfo, fm *flowMath[F]) *flowCore[F] {
-	k := &flowCore[F]{fm: fm, spec: info}
+	k := &flowCore[F]{fm: fm, spec: info, pool: newFlowPool()}
+	runtime.AddCleanup(k, func(p *flowPool) { close(p.start) }, k.pool)
 	H, c := info.Hidden, info.Cond
 	k.th = flowAlloc[F](info.nP)
 	k.wcAll = flowAlloc[F](c * info.nh * H)
@@ -435,7 +450,7 @@ func (k *flowCore[F]) resize(T, D int) {
 	k.gCond = flowAlloc[F](T * c)
 	// One slab per task keeps a task's cache contiguous for the core that
 	// runs it.
-	per := (K+1)*d*D + K*2*H*D + K*2*d*D
+	per := (K+1)*d*D + K*d*D
 	k.tasks = make([]flowTask[F], T)
 	for t := range k.tasks {
 		slab := flowAlloc[F](per)
@@ -449,14 +464,10 @@ func (k *flowCore[F]) resize(T, D int) {
 		for j := range ft.w {
 			ft.w[j] = take(d * D)
 		}
-		ft.hid = make([][2][]F, K)
 		ft.s = make([][2][]F, K)
-		ft.e = make([][2][]F, K)
 		for l := range s.layers {
 			for i, h := range s.layers[l].h {
-				ft.hid[l][i] = take(H * D)
 				ft.s[l][i] = take(h.m * D)
-				ft.e[l][i] = take(h.m * D)
 			}
 		}
 	}
@@ -466,7 +477,7 @@ func (k *flowCore[F]) resize(T, D int) {
 	for ci := range k.scr {
 		k.scr[ci] = flowScratch[F]{
 			ld: flowAlloc[F](D), gl: flowAlloc[F](D),
-			out: flowAlloc[F](2 * maxM * D), ghid: flowAlloc[F](H * D), gw: flowAlloc[F](d * D),
+			out: flowAlloc[F](2 * maxM * D), hid: flowAlloc[F](H * D), ghid: flowAlloc[F](H * D), gw: flowAlloc[F](d * D),
 			rows: flowAlloc[F](D * (d + 1)),
 		}
 		k.part[ci] = flowAlloc[F](s.nP)
@@ -480,14 +491,21 @@ type flowJob interface{ run(i int) }
 // flowPool runs n jobs on min(GOMAXPROCS, n) goroutines that claim indices
 // dynamically. That is safe for determinism because every job writes only
 // memory of its own (a chunk's scratch, partials and task rows, or one
-// half's parameter blocks).
+// half's parameter blocks). The helper goroutines are started on first need
+// and then parked on start between loops, so a loop allocates nothing;
+// they hold only the pool, and a cleanup on the owning core closes start
+// (ending them) once the core is unreachable.
 type flowPool struct {
-	n    int
-	rev  bool
-	job  flowJob
-	next atomic.Int32
-	wg   sync.WaitGroup
+	n       int
+	rev     bool
+	job     flowJob
+	next    atomic.Int32
+	wg      sync.WaitGroup
+	start   chan struct{}
+	helpers int
 }
+
+func newFlowPool() *flowPool { return &flowPool{start: make(chan struct{})} }
 
 func (p *flowPool) work() {
 	for {
@@ -503,8 +521,10 @@ func (p *flowPool) work() {
 }
 
 func (p *flowPool) helper() {
-	defer p.wg.Done()
-	p.work()
+	for range p.start {
+		p.work()
+		p.wg.Done()
+	}
 }
 
 // parallel runs job.run(i) for i < n, in decreasing order of i if rev.
@@ -512,9 +532,12 @@ func (p *flowPool) parallel(n int, rev bool, job flowJob) {
 	w := min(runtime.GOMAXPROCS(0), n)
 	p.n, p.rev, p.job = n, rev, job
 	p.next.Store(0)
+	for ; p.helpers < w-1; p.helpers++ {
+		go p.helper()
+	}
 	p.wg.Add(w - 1)
 	for i := 0; i < w-1; i++ {
-		go p.helper()
+		p.start <- struct{}{}
 	}
 	p.work()
 	p.wg.Wait()
@@ -570,6 +593,46 @@ func flowTranspose[F flowFloat](dst []F, ldd int, src []F, lds, r, c int) {
 			dst[j*ldd+i] = v
 		}
 	}
+}
+
+// flowSplitGemm computes C = op(A)·B + beta·C (B stored as is if !tB, else
+// transposed) as parts column blocks in parallel, each with its own
+// workspace. The split points are fixed (multiples of 16 columns, the
+// kernel's panel width), and each element is summed the same way in any
+// part, so the result does not depend on the number of cores.
+type flowSplitGemm[F flowFloat] struct {
+	k             *flowCore[F]
+	tA, tB        bool
+	m, n, kk      int
+	a, b, c       []F
+	lda, ldb, ldc int
+	beta          F
+	parts         int
+}
+
+func (j *flowSplitGemm[F]) cols(i int) (lo, hi int) {
+	per := (j.n/j.parts + 15) &^ 15
+	return min(i*per, j.n), min((i+1)*per, j.n)
+}
+
+func (j *flowSplitGemm[F]) run(i int) {
+	lo, hi := j.cols(i)
+	if lo == hi {
+		return
+	}
+	b := j.b[lo:]
+	if j.tB {
+		b = j.b[lo*j.ldb:]
+	}
+	j.k.fm.gemm(&j.k.scr[i].ws, j.tA, j.tB, j.m, hi-lo, j.kk, j.a, j.lda, b, j.ldb, j.beta, j.c[lo:], j.ldc, flowEpi[F]{})
+}
+
+// splitGemm runs a serial-phase product on up to two cores (see
+// flowSplitGemm).
+func (k *flowCore[F]) splitGemm(tA, tB bool, m, n, kk int, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int) {
+	k.jGemm = flowSplitGemm[F]{k: k, tA: tA, tB: tB, m: m, n: n, kk: kk, a: a, lda: lda, b: b, ldb: ldb, beta: beta, c: c, ldc: ldc, parts: min(2, len(k.scr))}
+	k.pool.parallel(k.jGemm.parts, false, &k.jGemm)
+	k.jGemm = flowSplitGemm[F]{}
 }
 
 // core returns the core for the precision of the next Forward.
@@ -670,7 +733,7 @@ func (k *flowCore[F]) forward(T, D int, omega0, cond, theta, out []float64) {
 	}
 	k.jSetup = flowSetup[F]{k: k, theta: theta}
 	k.pool.parallel(s.nh, false, &k.jSetup)
-	k.fm.gemm(&k.scr[0].ws, false, false, T, NH, c, k.condF, c, k.wcAll, NH, 1, k.ctx, NH, flowEpi[F]{})
+	k.splitGemm(false, false, T, NH, c, k.condF, c, k.wcAll, NH, 1, k.ctx, NH)
 	k.jFwd = flowForward[F]{k: k, omega0: omega0, out: out}
 	k.pool.parallel(len(k.chunks), false, &k.jFwd)
 	k.jSetup, k.jFwd = flowSetup[F]{}, flowForward[F]{} // drop the caller's slices
@@ -715,34 +778,43 @@ func (k *flowCore[F]) forwardTask(t int, sc *flowScratch[F], omega0, out []float
 
 // halfForward applies coupling half i of layer l to task t: the target rows
 // vt of y (feature-major) become x ⊙ exp(s) + t, with x the same rows of xin
-// and (s, t) computed from rows vo of src. It caches hid, s and e = exp(s)
-// and adds Σs to the per-sample log-det.
+// and (s, t) computed from rows vo of src. It caches s and adds Σs to the
+// per-sample log-det.
 func (k *flowCore[F]) halfForward(l, i, t int, src []F, vo flowRows, xin []F, vt flowRows, y []F, sc *flowScratch[F]) {
 	s := k.spec
 	h := &s.layers[l].h[i]
-	q := 2*l + i
 	ft := &k.tasks[t]
-	D, H, m, NH := k.D, s.Hidden, h.m, s.nh*s.Hidden
+	D, H, m := k.D, s.Hidden, h.m
 	m2 := 2 * m
-	hid := ft.hid[l][i]
-	oo, ldo := vo.of(D)
-	// hid = ReLU(W1ᵀx + ctx_t): W1 (nIn×H) is op(A) transposed, read in
-	// place; the context term is a per-row bias and ReLU runs in the
-	// product's epilogue.
-	k.fm.gemm(&sc.ws, true, false, H, D, h.nIn, k.th[h.w1:], H, src[oo:], ldo, 0, hid, D,
-		flowEpi[F]{bias: k.ctx[t*NH+q*H : t*NH+(q+1)*H], relu: true})
+	hid := k.hidden(l, i, t, src, vo, sc)
 	// out = W2ᵀhid + b2.
 	out := sc.out[:m2*D]
 	k.fm.gemm(&sc.ws, true, false, m2, D, H, k.th[h.w2:], m2, hid, D, 0, out, D,
 		flowEpi[F]{bias: k.th[h.b2 : h.b2+m2]})
 	ot, ldt := vt.of(D)
-	ss, es := ft.s[l][i], ft.e[l][i]
+	ss := ft.s[l][i]
 	ld := sc.ld[:D]
 	for j := 0; j < m; j++ {
 		r := ot + j*ldt
 		k.fm.coupling(y[r:r+D], xin[r:r+D], out[j*D:(j+1)*D], out[(m+j)*D:(m+j+1)*D],
-			ss[j*D:(j+1)*D], es[j*D:(j+1)*D], ld)
+			ss[j*D:(j+1)*D], ld)
 	}
+}
+
+// hidden computes into sc.hid the hidden activations of coupling half i of
+// layer l for task t, whose network reads rows vo of src: hid =
+// ReLU(W1ᵀx + ctx_t). W1 (nIn×H) is op(A) transposed, read in place; the
+// context term is a per-row bias and ReLU runs in the product's epilogue.
+func (k *flowCore[F]) hidden(l, i, t int, src []F, vo flowRows, sc *flowScratch[F]) []F {
+	s := k.spec
+	h := &s.layers[l].h[i]
+	q := 2*l + i
+	D, H, NH := k.D, s.Hidden, s.nh*s.Hidden
+	hid := sc.hid[:H*D]
+	oo, ldo := vo.of(D)
+	k.fm.gemm(&sc.ws, true, false, H, D, h.nIn, k.th[h.w1:], H, src[oo:], ldo, 0, hid, D,
+		flowEpi[F]{bias: k.ctx[t*NH+q*H : t*NH+(q+1)*H], relu: true})
+	return hid
 }
 
 // Backward propagates gOut (T×D×(Dim+1), the gradient of a loss w.r.t. the
@@ -845,17 +917,18 @@ func (k *flowCore[F]) halfBackward(l, i, t int, src []F, vo flowRows, xin []F, v
 	ft := &k.tasks[t]
 	D, H, m, NH := k.D, s.Hidden, h.m, s.nh*s.Hidden
 	m2 := 2 * m
-	hid := ft.hid[l][i]
-	ss, es := ft.s[l][i], ft.e[l][i]
+	ss := ft.s[l][i]
 	gout := sc.out[:m2*D]
 	gl := sc.gl[:D]
 	ot, ldt := vt.of(D)
 	for j := 0; j < m; j++ {
 		r := ot + j*ldt
 		k.fm.couplingGrad(gout[j*D:(j+1)*D], gout[(m+j)*D:(m+j+1)*D], gw[r:r+D], xin[r:r+D],
-			ss[j*D:(j+1)*D], es[j*D:(j+1)*D], gl)
+			ss[j*D:(j+1)*D], gl)
 	}
 	k.fm.addRowSums(part[h.b2:h.b2+m2], gout, m2, D, D)
+	// The same product as in the forward pass, so the same bits.
+	hid := k.hidden(l, i, t, src, vo, sc)
 	// W2 gradient (H×2m) += hid·goutᵀ: hid is read in place, only the
 	// smaller gout is transposed into panels.
 	k.fm.gemm(&sc.ws, false, true, H, m2, D, hid, D, gout, D, 1, part[h.w2:], m2, flowEpi[F]{})
@@ -930,7 +1003,7 @@ func (k *flowCore[F]) gradTheta(gTheta []float64) {
 	s := k.spec
 	c, NH := s.Cond, s.nh*s.Hidden
 	// Wc gradients of all halves in one product: condᵀ·gctx (Cond×NH).
-	k.fm.gemm(&k.scr[0].ws, true, false, c, NH, k.T, k.condF, c, k.gctx, NH, 0, k.gWc, NH, flowEpi[F]{})
+	k.splitGemm(true, false, c, NH, k.T, k.condF, c, k.gctx, NH, 0, k.gWc, NH)
 	k.jReduce = flowReduce[F]{k: k, gTheta: gTheta}
 	k.pool.parallel(s.nh, false, &k.jReduce)
 	k.jReduce = flowReduce[F]{}
@@ -956,7 +1029,7 @@ func (k *flowCore[F]) gradCond(gCond []float64) {
 	s := k.spec
 	c, NH := s.Cond, s.nh*s.Hidden
 	// Σ over halves of gctx_q·Wc_qᵀ is one product with K = NH.
-	k.fm.gemm(&k.scr[0].ws, false, true, k.T, c, NH, k.gctx, NH, k.wcAll, NH, 0, k.gCond, c, flowEpi[F]{})
+	k.splitGemm(false, true, k.T, c, NH, k.gctx, NH, k.wcAll, NH, 0, k.gCond, c)
 	for i, v := range k.gCond {
 		gCond[i] = float64(v)
 	}
@@ -1264,9 +1337,9 @@ func (g *flowGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value
 	if err != nil {
 		return nil, err
 	}
-	// theta is read from this node's own input: its register is live here,
-	// whereas the forward's reference is only known to be intact in the
-	// common case where theta is a graph input.
+	// The kernel computes with the copy of theta it converted in Forward
+	// (the forward's reference is only known to be intact in the common
+	// case where theta is a graph input); this node's input is checked.
 	theta, err := flowData(in[2], "theta")
 	if err != nil {
 		return nil, err

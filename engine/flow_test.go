@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -392,7 +393,7 @@ func TestFlowInverse(t *testing.T) {
 			T, D int
 		}{"realistic-dims", FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}, 3, 16}) {
 			t.Run(flowPrecName(f64)+"/"+c.name, func(t *testing.T) {
-				p := newFlowProblem(c.spec, c.T, c.D, 0, 3)
+				p := newFlowProblem(c.spec, c.T, c.D, 0.1, 3)
 				k := newFlowKernelPrec(t, c.spec, f64)
 				out := p.forward(t, k)
 				d := c.spec.Dim
@@ -452,33 +453,43 @@ func TestFlowLogDetJacobian(t *testing.T) {
 	}
 }
 
-// TestFlowNearIdentityAtInit checks that Init starts close to the identity
-// at the realistic size: the coupling outputs are small, not zero.
-func TestFlowNearIdentityAtInit(t *testing.T) {
+// TestFlowIdentityAtInit checks that Init starts at exactly the identity
+// with zero log-det, and that the output layers still receive gradient, so
+// training can move the flow away from the identity.
+func TestFlowIdentityAtInit(t *testing.T) {
 	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
 	p := newFlowProblem(spec, 4, 32, 0, 5)
-	k, err := NewFlowKernel(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := p.forward(t, k)
-	d := spec.Dim
-	var dev, ld float64
-	n := p.T * p.D
-	for s := 0; s < n; s++ {
-		for j := 0; j < d; j++ {
-			dev += math.Abs(out[s*(d+1)+j] - p.omega0[s*d+j])
+	for _, f64 := range []bool{false, true} {
+		k := newFlowKernelPrec(t, spec, f64)
+		out := p.forward(t, k)
+		d := spec.Dim
+		for s := 0; s < p.T*p.D; s++ {
+			for j := 0; j < d; j++ {
+				want := p.omega0[s*d+j]
+				if !f64 {
+					want = float64(float32(want)) // the float32 path rounds at its boundary
+				}
+				if out[s*(d+1)+j] != want {
+					t.Fatalf("%s: sample %d dim %d moved at init: %g → %g", flowPrecName(f64), s, j, p.omega0[s*d+j], out[s*(d+1)+j])
+				}
+			}
+			if out[s*(d+1)+d] != 0 {
+				t.Fatalf("%s: sample %d has log-det %g at init", flowPrecName(f64), s, out[s*(d+1)+d])
+			}
 		}
-		ld += math.Abs(out[s*(d+1)+d])
-	}
-	dev /= float64(n * d)
-	ld /= float64(n)
-	t.Logf("mean |ω_K − ω_0| = %.3g per coordinate, mean |log-det| = %.3g per sample", dev, ld)
-	if dev > 0.5 || ld > 0.5*float64(d) {
-		t.Errorf("flow at init is far from the identity: mean |Δω| %g, mean |log-det| %g", dev, ld)
-	}
-	if dev == 0 {
-		t.Error("flow at init is exactly the identity: W2 was not initialized")
+		gO := make([]float64, len(p.omega0))
+		gC := make([]float64, len(p.cond))
+		gT := make([]float64, len(p.theta))
+		if err := k.Backward(p.r, gO, gC, gT); err != nil {
+			t.Fatal(err)
+		}
+		var norm float64
+		for _, g := range gT {
+			norm += g * g
+		}
+		if !(norm > 0) {
+			t.Fatalf("%s: no parameter gradient at the identity start", flowPrecName(f64))
+		}
 	}
 }
 
@@ -813,9 +824,9 @@ func TestFlowNaNPropagates(t *testing.T) {
 	}
 }
 
-// TestFlowSteadyStateAllocs: after the first pass sized the buffers, a
-// forward and backward pass allocates only the helper goroutines of its
-// parallel loops (none with one core).
+// TestFlowSteadyStateAllocs: after the first pass sized the buffers (and
+// started the helper goroutines), a forward and backward pass allocates
+// nothing, with one core or two.
 func TestFlowSteadyStateAllocs(t *testing.T) {
 	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
 	p := newFlowProblem(spec, 4, 32, 0, 14)
@@ -832,10 +843,38 @@ func TestFlowSteadyStateAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pass()
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	if a := testing.AllocsPerRun(5, pass); a != 0 {
-		t.Errorf("%v allocations per pass with GOMAXPROCS=1", a)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		pass()
+		if a := testing.AllocsPerRun(5, pass); a != 0 {
+			t.Errorf("%v allocations per pass with GOMAXPROCS=%d", a, procs)
+		}
+	}
+}
+
+// TestFlowHelpersEnd: the parked helper goroutines of a kernel end once the
+// kernel is garbage.
+func TestFlowHelpersEnd(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	func() {
+		spec := FlowSpec{Layers: 1, Dim: 4, Cond: 2, Hidden: 8}
+		p := newFlowProblem(spec, 8, 8, 0.5, 15)
+		for range 3 {
+			p.run(t, newFlowKernelPrec(t, spec, false))
+		}
+	}()
+	if runtime.NumGoroutine() <= before {
+		t.Fatal("no helper goroutines were started")
+	}
+	for i := 0; i < 100 && runtime.NumGoroutine() > before; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after the kernels became garbage, %d before", n, before)
 	}
 }
 
@@ -852,8 +891,12 @@ func BenchmarkCouplingFlow(b *testing.B) {
 	gO := make([]float64, len(p.omega0))
 	gC := make([]float64, len(p.cond))
 	gT := make([]float64, len(p.theta))
-	// Size the buffers outside the measurement: allocs/op is the steady state.
+	// Size the buffers outside the measurement (a whole pass: Backward
+	// sizes the packing buffers): allocs/op is the steady state.
 	if err := k.Forward(p.T, p.D, p.omega0, p.cond, p.theta, out); err != nil {
+		b.Fatal(err)
+	}
+	if err := k.Backward(p.r, gO, gC, gT); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()

@@ -27,10 +27,10 @@ func expAVX(dst, src *float32, n int)
 func tanhAVX(dst, src *float32, n int)
 
 //go:noescape
-func couplingAVX(y, x, o, t, s, e, ld *float32, n int)
+func couplingAVX(y, x, o, t, s, ld *float32, n int)
 
 //go:noescape
-func couplingGradAVX(gs, gt, gy, x, s, e, gl *float32, n int)
+func couplingGradAVX(gs, gt, gy, x, s, gl *float32, n int)
 
 //go:noescape
 func rowSumsAVX(dst, src *float32, rows, cols, ld int)

@@ -17,8 +17,9 @@
 //	SI &A[p][0] and BX &A[p][3] (rows 0-2 and 3-5 are base, base+ra,
 //	base+2ra), DI row p of B;
 //	16 columns: row i of the tile accumulates in Y(2i) (columns 0-7) and
-//	Y(2i+1) (columns 8-15); Y12, Y13 hold row p of B, Y14 a broadcast
-//	element of A.
+//	Y(2i+1) (columns 8-15); Y12, Y13 hold row p of B, Y14 (Y15) a
+//	broadcast element of A; two k steps per iteration, the second
+//	addressing A through R10, R11 (A at p+1) and B at DI+R9.
 //	8 columns: two k steps per iteration, even p into Y(2i) and odd p into
 //	Y(2i+1) (so that 12 FMA chains hide the FMA latency), summed at the
 //	end; R10, R11 address A at p+1, Y13 holds row p+1 of B and Y15 its
@@ -89,6 +90,7 @@
 #define NEXTK ADDQ R8, SI; ADDQ R8, BX; ADDQ R9, DI; DECQ CX
 
 #define FMA16(addr, x0, x1) VBROADCASTSS addr, Y14; VFMADD231PS Y12, Y14, x0; VFMADD231PS Y13, Y14, x1
+#define FMA16B(addr, x0, x1) VBROADCASTSS addr, Y15; VFMADD231PS Y12, Y15, x0; VFMADD231PS Y13, Y15, x1
 #define FMA8(addr, x0) VBROADCASTSS addr, Y14; VFMADD231PS Y12, Y14, x0
 #define FMA8B(addr, x1) VBROADCASTSS addr, Y15; VFMADD231PS Y13, Y15, x1
 
@@ -132,33 +134,110 @@ k16tile:
 	JEQ  k16r2
 
 k16r1:
+	TESTQ $1, CX
+	JZ   k16r1pre
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	FMA16((SI), Y0, Y1)
 	NEXTK
-	JNZ k16r1
+	JZ   k16e
+
+k16r1pre:
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
+
+k16r1pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	VMOVUPS (DI)(R9*1), Y12
+	VMOVUPS 32(DI)(R9*1), Y13
+	FMA16B((R10), Y0, Y1)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	JNZ  k16r1pair
 	JMP k16e
 
 k16r2:
+	TESTQ $1, CX
+	JZ   k16r2pre
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	FMA16((SI), Y0, Y1)
 	FMA16((SI)(R13*1), Y2, Y3)
 	NEXTK
-	JNZ k16r2
+	JZ   k16e
+
+k16r2pre:
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
+
+k16r2pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	VMOVUPS (DI)(R9*1), Y12
+	VMOVUPS 32(DI)(R9*1), Y13
+	FMA16B((R10), Y0, Y1)
+	FMA16B((R10)(R13*1), Y2, Y3)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	JNZ  k16r2pair
 	JMP k16e
 
 k16r3:
+	TESTQ $1, CX
+	JZ   k16r3pre
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	FMA16((SI), Y0, Y1)
 	FMA16((SI)(R13*1), Y2, Y3)
 	FMA16((SI)(R13*2), Y4, Y5)
 	NEXTK
-	JNZ k16r3
+	JZ   k16e
+
+k16r3pre:
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
+
+k16r3pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	VMOVUPS (DI)(R9*1), Y12
+	VMOVUPS 32(DI)(R9*1), Y13
+	FMA16B((R10), Y0, Y1)
+	FMA16B((R10)(R13*1), Y2, Y3)
+	FMA16B((R10)(R13*2), Y4, Y5)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	JNZ  k16r3pair
 	JMP k16e
 
 k16r4:
+	TESTQ $1, CX
+	JZ   k16r4pre
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	FMA16((SI), Y0, Y1)
@@ -166,10 +245,39 @@ k16r4:
 	FMA16((SI)(R13*2), Y4, Y5)
 	FMA16((BX), Y6, Y7)
 	NEXTK
-	JNZ k16r4
+	JZ   k16e
+
+k16r4pre:
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
+
+k16r4pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	FMA16((BX), Y6, Y7)
+	VMOVUPS (DI)(R9*1), Y12
+	VMOVUPS 32(DI)(R9*1), Y13
+	FMA16B((R10), Y0, Y1)
+	FMA16B((R10)(R13*1), Y2, Y3)
+	FMA16B((R10)(R13*2), Y4, Y5)
+	FMA16B((R11), Y6, Y7)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	JNZ  k16r4pair
 	JMP k16e
 
 k16r5:
+	TESTQ $1, CX
+	JZ   k16r5pre
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	FMA16((SI), Y0, Y1)
@@ -178,10 +286,41 @@ k16r5:
 	FMA16((BX), Y6, Y7)
 	FMA16((BX)(R13*1), Y8, Y9)
 	NEXTK
-	JNZ k16r5
+	JZ   k16e
+
+k16r5pre:
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
+
+k16r5pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	FMA16((BX), Y6, Y7)
+	FMA16((BX)(R13*1), Y8, Y9)
+	VMOVUPS (DI)(R9*1), Y12
+	VMOVUPS 32(DI)(R9*1), Y13
+	FMA16B((R10), Y0, Y1)
+	FMA16B((R10)(R13*1), Y2, Y3)
+	FMA16B((R10)(R13*2), Y4, Y5)
+	FMA16B((R11), Y6, Y7)
+	FMA16B((R11)(R13*1), Y8, Y9)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	JNZ  k16r5pair
 	JMP k16e
 
 k16r6:
+	TESTQ $1, CX
+	JZ   k16r6pre
 	VMOVUPS (DI), Y12
 	VMOVUPS 32(DI), Y13
 	FMA16((SI), Y0, Y1)
@@ -191,7 +330,38 @@ k16r6:
 	FMA16((BX)(R13*1), Y8, Y9)
 	FMA16((BX)(R13*2), Y10, Y11)
 	NEXTK
-	JNZ k16r6
+	JZ   k16e
+
+k16r6pre:
+	MOVQ SI, R10
+	ADDQ R8, R10
+	MOVQ BX, R11
+	ADDQ R8, R11
+
+k16r6pair:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	FMA16((SI), Y0, Y1)
+	FMA16((SI)(R13*1), Y2, Y3)
+	FMA16((SI)(R13*2), Y4, Y5)
+	FMA16((BX), Y6, Y7)
+	FMA16((BX)(R13*1), Y8, Y9)
+	FMA16((BX)(R13*2), Y10, Y11)
+	VMOVUPS (DI)(R9*1), Y12
+	VMOVUPS 32(DI)(R9*1), Y13
+	FMA16B((R10), Y0, Y1)
+	FMA16B((R10)(R13*1), Y2, Y3)
+	FMA16B((R10)(R13*2), Y4, Y5)
+	FMA16B((R11), Y6, Y7)
+	FMA16B((R11)(R13*1), Y8, Y9)
+	FMA16B((R11)(R13*2), Y10, Y11)
+	LEAQ (SI)(R8*2), SI
+	LEAQ (BX)(R8*2), BX
+	LEAQ (R10)(R8*2), R10
+	LEAQ (R11)(R8*2), R11
+	LEAQ (DI)(R9*2), DI
+	SUBQ $2, CX
+	JNZ  k16r6pair
 	JMP k16e
 
 k16e:

@@ -18,6 +18,9 @@ func kernGoTiles(width, nt, base, extra, kc int, a *float32, sa, ra int, b *floa
 			rows++
 		}
 		kernGo(width, rows, kc, a, sa, ra, b, sb, c, ldc, alpha, beta, flags, bias, mask, ldm)
+		if t == nt-1 {
+			break // the next tile's pointers would point past the matrices
+		}
 		a = (*float32)(unsafe.Add(unsafe.Pointer(a), 4*rows*ra))
 		c = (*float32)(unsafe.Add(unsafe.Pointer(c), 4*rows*ldc))
 		if bias != nil {
@@ -33,13 +36,13 @@ func kernGo(width, rows, kc int, a *float32, sa, ra int, b *float32, sb int, c *
 	var acc [tileRows][tileCols]float32
 	A := unsafe.Slice(a, (kc-1)*sa+(rows-1)*ra+1)
 	B := unsafe.Slice(b, (kc-1)*sb+width)
-	for p := 0; p < kc; p++ {
-		bp := B[p*sb : p*sb+width]
-		for i := 0; i < rows; i++ {
-			av := A[p*sa+i*ra]
-			row := acc[i][:width]
-			for j, bv := range bp {
-				row[j] += av * bv
+	// Blocks of 2 rows × 4 columns keep their 8 sums in registers.
+	for i := 0; i < rows; i += 2 {
+		for j := 0; j < width; j += 4 {
+			if i+1 < rows {
+				acc2x4(&acc, A, B, i, j, kc, sa, ra, sb)
+			} else {
+				acc1x4(&acc, A, B, i, j, kc, sa, ra, sb)
 			}
 		}
 	}
@@ -73,4 +76,42 @@ func kernGo(width, rows, kc int, a *float32, sa, ra int, b *float32, sb int, c *
 			cr[j] = v
 		}
 	}
+}
+
+func acc2x4(acc *[tileRows][tileCols]float32, A, B []float32, i, j, kc, sa, ra, sb int) {
+	var c00, c01, c02, c03, c10, c11, c12, c13 float32
+	ai, bj := i*ra, j
+	for p := 0; p < kc; p++ {
+		a0, a1 := A[ai], A[ai+ra]
+		bp := B[bj : bj+4 : bj+4]
+		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		ai += sa
+		bj += sb
+	}
+	acc[i][j], acc[i][j+1], acc[i][j+2], acc[i][j+3] = c00, c01, c02, c03
+	acc[i+1][j], acc[i+1][j+1], acc[i+1][j+2], acc[i+1][j+3] = c10, c11, c12, c13
+}
+
+func acc1x4(acc *[tileRows][tileCols]float32, A, B []float32, i, j, kc, sa, ra, sb int) {
+	var c0, c1, c2, c3 float32
+	ai, bj := i*ra, j
+	for p := 0; p < kc; p++ {
+		a0 := A[ai]
+		bp := B[bj : bj+4 : bj+4]
+		c0 += a0 * bp[0]
+		c1 += a0 * bp[1]
+		c2 += a0 * bp[2]
+		c3 += a0 * bp[3]
+		ai += sa
+		bj += sb
+	}
+	acc[i][j], acc[i][j+1], acc[i][j+2], acc[i][j+3] = c0, c1, c2, c3
 }

@@ -50,8 +50,8 @@ type impl struct {
 	// Element-wise kernels over n (a multiple of 8) elements, or nil; see
 	// vec.go for their meaning.
 	exp, tanh    func(dst, src *float32, n int)
-	coupling     func(y, x, o, t, s, e, ld *float32, n int)
-	couplingGrad func(gs, gt, g, x, s, e, gl *float32, n int)
+	coupling     func(y, x, o, t, s, ld *float32, n int)
+	couplingGrad func(gs, gt, g, x, s, gl *float32, n int)
 	rowSums      func(dst, src *float32, rows, cols, ld int)
 	toFloat32    func(dst *float32, ldd int, src *float64, lds, rows, cols int)
 	toFloat64    func(dst *float64, ldd int, src *float32, lds, rows, cols int)

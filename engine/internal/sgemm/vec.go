@@ -112,21 +112,23 @@ func Tanh(dst, src []float32) {
 // AffineCoupling is the element-wise step of an affine coupling layer: for
 // each i < len(y), with s = tanh(o[i]) and e = exp(s),
 //
-//	s[i], e[i] = s, e;  y[i] = x[i]·e + t[i];  ld[i] += s.
+//	s[i] = s;  y[i] = x[i]·e + t[i];  ld[i] += s.
 //
-// All slices must be at least as long as y; y may alias x.
-func AffineCoupling(y, x, o, t, s, e, ld []float32) {
+// All slices must be at least as long as y; y may alias x. e is not kept:
+// AffineCouplingGrad recomputes it from s (bit-identically), which is
+// cheaper than storing it and reading it back from memory.
+func AffineCoupling(y, x, o, t, s, ld []float32) {
 	n := len(y)
-	x, o, t, s, e, ld = x[:n], o[:n], t[:n], s[:n], e[:n], ld[:n]
+	x, o, t, s, ld = x[:n], o[:n], t[:n], s[:n], ld[:n]
 	n0 := 0
 	if f := active.coupling; f != nil && n >= 8 {
 		n0 = n &^ 7
-		f(&y[0], &x[0], &o[0], &t[0], &s[0], &e[0], &ld[0], n0)
+		f(&y[0], &x[0], &o[0], &t[0], &s[0], &ld[0], n0)
 	}
 	for i := n0; i < n; i++ {
 		sv := tanhf(o[i])
 		ev := expf(sv)
-		s[i], e[i] = sv, ev
+		s[i] = sv
 		y[i] = x[i]*ev + t[i]
 		ld[i] += sv
 	}
@@ -134,22 +136,22 @@ func AffineCoupling(y, x, o, t, s, e, ld []float32) {
 
 // AffineCouplingGrad back-propagates AffineCoupling: given g, the gradient
 // w.r.t. y, and gl, the gradient w.r.t. ld, it writes the gradients w.r.t.
-// o and t and replaces g by the gradient w.r.t. x:
+// o and t and replaces g by the gradient w.r.t. x: with e = exp(s[i]),
 //
-//	gs[i] = (g[i]·e[i]·x[i] + gl[i])·(1 − s[i]²);  gt[i] = g[i];  g[i] = g[i]·e[i].
+//	gs[i] = (g[i]·e·x[i] + gl[i])·(1 − s[i]²);  gt[i] = g[i];  g[i] = g[i]·e.
 //
 // All slices must be at least as long as g.
-func AffineCouplingGrad(gs, gt, g, x, s, e, gl []float32) {
+func AffineCouplingGrad(gs, gt, g, x, s, gl []float32) {
 	n := len(g)
-	gs, gt, x, s, e, gl = gs[:n], gt[:n], x[:n], s[:n], e[:n], gl[:n]
+	gs, gt, x, s, gl = gs[:n], gt[:n], x[:n], s[:n], gl[:n]
 	n0 := 0
 	if f := active.couplingGrad; f != nil && n >= 8 {
 		n0 = n &^ 7
-		f(&gs[0], &gt[0], &g[0], &x[0], &s[0], &e[0], &gl[0], n0)
+		f(&gs[0], &gt[0], &g[0], &x[0], &s[0], &gl[0], n0)
 	}
 	for i := n0; i < n; i++ {
 		gv, sv := g[i], s[i]
-		ge := gv * e[i]
+		ge := gv * expf(sv)
 		gs[i] = (ge*x[i] + gl[i]) * (1 - sv*sv)
 		gt[i] = gv
 		g[i] = ge

@@ -155,16 +155,15 @@ tanhloop:
 	VZEROUPPER
 	RET
 
-// func couplingAVX(y, x, o, t, s, e, ld *float32, n int)
-TEXT ·couplingAVX(SB), NOSPLIT, $0-64
+// func couplingAVX(y, x, o, t, s, ld *float32, n int)
+TEXT ·couplingAVX(SB), NOSPLIT, $0-56
 	MOVQ y+0(FP), DI
 	MOVQ x+8(FP), SI
 	MOVQ o+16(FP), R8
 	MOVQ t+24(FP), R9
 	MOVQ s+32(FP), R10
-	MOVQ e+40(FP), R11
-	MOVQ ld+48(FP), R12
-	MOVQ n+56(FP), CX
+	MOVQ ld+40(FP), R12
+	MOVQ n+48(FP), CX
 	SHLQ $2, CX
 	XORQ AX, AX
 
@@ -176,7 +175,6 @@ couploop:
 	VMOVUPS Y1, (R12)(AX*1)
 	// |s| < 1: exp needs no clamping.
 	EXPCORE(Y0, Y1, Y2, Y3, Y4)
-	VMOVUPS Y0, (R11)(AX*1)
 	VMOVUPS (R9)(AX*1), Y1
 	VFMADD231PS (SI)(AX*1), Y0, Y1
 	VMOVUPS Y1, (DI)(AX*1)
@@ -186,31 +184,33 @@ couploop:
 	VZEROUPPER
 	RET
 
-// func couplingGradAVX(gs, gt, gy, x, s, e, gl *float32, n int)
+// func couplingGradAVX(gs, gt, gy, x, s, gl *float32, n int)
 // (g is the goroutine register to the assembler: the gradient is gy.)
-TEXT ·couplingGradAVX(SB), NOSPLIT, $0-64
+// e = exp(s) is recomputed exactly as couplingAVX computed it.
+TEXT ·couplingGradAVX(SB), NOSPLIT, $0-56
 	MOVQ gs+0(FP), DI
 	MOVQ gt+8(FP), SI
 	MOVQ gy+16(FP), R8
 	MOVQ x+24(FP), R9
 	MOVQ s+32(FP), R10
-	MOVQ e+40(FP), R11
-	MOVQ gl+48(FP), R12
-	MOVQ n+56(FP), CX
+	MOVQ gl+40(FP), R12
+	MOVQ n+48(FP), CX
 	SHLQ $2, CX
 	XORQ AX, AX
 	VMOVUPS C_one, Y15
 
 gradloop:
+	VMOVUPS (R10)(AX*1), Y5 // s
+	VMOVAPS Y5, Y6
+	EXPCORE(Y6, Y1, Y2, Y3, Y4) // e
 	VMOVUPS (R8)(AX*1), Y0
 	VMOVUPS Y0, (SI)(AX*1)
-	VMULPS  (R11)(AX*1), Y0, Y1 // g·e
+	VMULPS  Y6, Y0, Y1 // g·e
 	VMOVUPS Y1, (R8)(AX*1)
 	VMOVUPS (R12)(AX*1), Y2
 	VFMADD231PS (R9)(AX*1), Y1, Y2 // g·e·x + gl
-	VMOVUPS (R10)(AX*1), Y3
 	VMOVAPS Y15, Y4
-	VFNMADD231PS Y3, Y3, Y4 // 1 - s²
+	VFNMADD231PS Y5, Y5, Y4 // 1 - s²
 	VMULPS  Y4, Y2, Y2
 	VMOVUPS Y2, (DI)(AX*1)
 	ADDQ    $32, AX
