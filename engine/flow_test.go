@@ -453,43 +453,47 @@ func TestFlowLogDetJacobian(t *testing.T) {
 	}
 }
 
-// TestFlowIdentityAtInit checks that Init starts at exactly the identity
-// with zero log-det, and that the output layers still receive gradient, so
-// training can move the flow away from the identity.
-func TestFlowIdentityAtInit(t *testing.T) {
+// TestFlowNearIdentityAtInit checks that Init starts close to the identity
+// at the realistic size (the coupling outputs are small, not zero) and that
+// every parameter block receives gradient.
+func TestFlowNearIdentityAtInit(t *testing.T) {
 	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
 	p := newFlowProblem(spec, 4, 32, 0, 5)
-	for _, f64 := range []bool{false, true} {
-		k := newFlowKernelPrec(t, spec, f64)
-		out := p.forward(t, k)
-		d := spec.Dim
-		for s := 0; s < p.T*p.D; s++ {
-			for j := 0; j < d; j++ {
-				want := p.omega0[s*d+j]
-				if !f64 {
-					want = float64(float32(want)) // the float32 path rounds at its boundary
-				}
-				if out[s*(d+1)+j] != want {
-					t.Fatalf("%s: sample %d dim %d moved at init: %g → %g", flowPrecName(f64), s, j, p.omega0[s*d+j], out[s*(d+1)+j])
-				}
-			}
-			if out[s*(d+1)+d] != 0 {
-				t.Fatalf("%s: sample %d has log-det %g at init", flowPrecName(f64), s, out[s*(d+1)+d])
-			}
+	k, err := NewFlowKernel(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := p.forward(t, k)
+	d := spec.Dim
+	var dev, ld float64
+	n := p.T * p.D
+	for s := 0; s < n; s++ {
+		for j := 0; j < d; j++ {
+			dev += math.Abs(out[s*(d+1)+j] - p.omega0[s*d+j])
 		}
-		gO := make([]float64, len(p.omega0))
-		gC := make([]float64, len(p.cond))
-		gT := make([]float64, len(p.theta))
-		if err := k.Backward(p.r, gO, gC, gT); err != nil {
-			t.Fatal(err)
-		}
-		var norm float64
-		for _, g := range gT {
-			norm += g * g
-		}
-		if !(norm > 0) {
-			t.Fatalf("%s: no parameter gradient at the identity start", flowPrecName(f64))
-		}
+		ld += math.Abs(out[s*(d+1)+d])
+	}
+	dev /= float64(n * d)
+	ld /= float64(n)
+	t.Logf("mean |ω_K − ω_0| = %.3g per coordinate, mean |log-det| = %.3g per sample", dev, ld)
+	if dev > 0.5 || ld > 0.5*float64(d) {
+		t.Errorf("flow at init is far from the identity: mean |Δω| %g, mean |log-det| %g", dev, ld)
+	}
+	if dev == 0 {
+		t.Error("flow at init is exactly the identity: W2 was not initialized")
+	}
+	gO := make([]float64, len(p.omega0))
+	gC := make([]float64, len(p.cond))
+	gT := make([]float64, len(p.theta))
+	if err := k.Backward(p.r, gO, gC, gT); err != nil {
+		t.Fatal(err)
+	}
+	var norm float64
+	for _, g := range gT {
+		norm += g * g
+	}
+	if !(norm > 0) {
+		t.Fatal("no parameter gradient at init")
 	}
 }
 

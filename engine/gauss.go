@@ -187,16 +187,60 @@ func GaussLogDensity(omega, mu, lv *G.Node) (*G.Node, error) {
 }
 
 // Bandwidth returns the RBF bandwidth of every task: the mean pairwise
-// distance of its support features (the paper's heuristic). It is a
-// stop-gradient: the heuristic is a data statistic, not a learned quantity.
-// feats: (T,n,f) → (T).
+// distance of its support features (the paper's heuristic). The bandwidth
+// is a function of the features, so the gradient flows through it: treating
+// it as a constant biases the embedding's gradient (the whole-model
+// finite-difference test catches that). feats: (T,n,f) → (T).
 func Bandwidth(feats *G.Node) (*G.Node, error) {
 	return newKernelOp(kernelOp{
-		name: "bandwidth", inDims: []int{3}, outDims: 1, diff: []bool{false},
+		name: "bandwidth", inDims: []int{3}, outDims: 1, diff: []bool{true},
 		shape: func(s []tensor.Shape) (tensor.Shape, error) { return tensor.Shape{s[0][0]}, nil },
 		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
 			MeanPairwiseDistance(in[0], s[0][0], s[0][1], s[0][2], out)
 		},
-		bwd: func([][]float64, []tensor.Shape, []float64, []float64, [][]float64) {},
+		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			x, dx := in[0], gr[0]
+			T, n, f := s[0][0], s[0][1], s[0][2]
+			if n < 2 {
+				return // the bandwidth is the constant 1
+			}
+			pairs := float64(n * (n - 1) / 2)
+			for t := 0; t < T; t++ {
+				xt, dt := x[t*n*f:(t+1)*n*f], dx[t*n*f:(t+1)*n*f]
+				var sum float64
+				for i := 0; i < n; i++ {
+					for j := i + 1; j < n; j++ {
+						sum += dist(xt[i*f:(i+1)*f], xt[j*f:(j+1)*f])
+					}
+				}
+				if sum == 0 {
+					continue // all points equal: the fallback constant 1
+				}
+				c := g[t] / pairs
+				for i := 0; i < n; i++ {
+					for j := i + 1; j < n; j++ {
+						xi, xj := xt[i*f:(i+1)*f], xt[j*f:(j+1)*f]
+						d := dist(xi, xj)
+						if d == 0 {
+							continue
+						}
+						for k := range xi {
+							v := c * (xi[k] - xj[k]) / d
+							dt[i*f+k] += v
+							dt[j*f+k] -= v
+						}
+					}
+				}
+			}
+		},
 	}).apply(feats)
+}
+
+func dist(a, b []float64) float64 {
+	var s float64
+	for k := range a {
+		d := a[k] - b[k]
+		s += d * d
+	}
+	return math.Sqrt(s)
 }

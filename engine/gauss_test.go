@@ -161,3 +161,21 @@ func TestGaussKLMatchesMonteCarlo(t *testing.T) {
 		}
 	}
 }
+
+func TestBandwidthGradients(t *testing.T) {
+	fdCheckOp(t, "bandwidth", [][]int{{3, 4, 2}}, []bool{true}, normalInit,
+		func(in []*G.Node) (*G.Node, error) { return Bandwidth(in[0]) })
+}
+
+// The RBF kernel with its bandwidth computed from the same features: the
+// gradient must include the path through σ.
+func TestRBFWithBandwidthGradients(t *testing.T) {
+	fdCheckOp(t, "rbf+bandwidth", [][]int{{2, 4, 3}, {2, 5, 3}}, []bool{true, true}, normalInit,
+		func(in []*G.Node) (*G.Node, error) {
+			bw, err := Bandwidth(in[0])
+			if err != nil {
+				return nil, err
+			}
+			return RBFKernel(in[1], in[0], bw)
+		})
+}

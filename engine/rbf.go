@@ -161,8 +161,8 @@ func rbfBackward(a, b, bw, k, g []float64, T, n, m, f int, wrtB bool, da, p, sum
 }
 
 // RBFKernel returns K[t,i,j] = exp(-‖a[t,i]-b[t,j]‖² / (2 σ_t²)) with a
-// (T,n,f), b (T,m,f) and bw (T) the per-task bandwidths σ (a
-// non-differentiable input). Differentiable w.r.t. a and b; a and b may be the
+// (T,n,f), b (T,m,f) and bw (T) the per-task bandwidths σ. Differentiable
+// w.r.t. a, b and bw (see Bandwidth for why σ carries gradient); a and b may be the
 // same node (K of the support set with itself), in which case the result is
 // exactly symmetric with a unit diagonal. A non-positive or non-finite σ_t
 // makes the run fail.
@@ -268,7 +268,7 @@ func (op *rbfOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value
 	return out, nil
 }
 
-func (op *rbfOp) DiffWRT(inputs int) []bool { return []bool{true, true, false} }
+func (op *rbfOp) DiffWRT(inputs int) []bool { return []bool{true, true, true} }
 
 func (op *rbfOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
 	if len(inputs) != 3 {
@@ -285,7 +285,35 @@ func (op *rbfOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if err != nil {
 		return nil, err
 	}
-	return gorgonia.Nodes{da, db, nil}, nil
+	dbw, err := rbfBandwidthGrad(inputs[2], output, grad)
+	if err != nil {
+		return nil, err
+	}
+	return gorgonia.Nodes{da, db, dbw}, nil
+}
+
+// rbfBandwidthGrad returns the gradient of Σ G∘K w.r.t. the bandwidths:
+// with K = exp(−d²/(2σ²)), d² = −2σ² ln K and ∂K/∂σ = K·d²/σ³, so
+// ∂/∂σ_t = −(2/σ_t)·Σ_ij G_ij K_ij ln K_ij — no features needed.
+func rbfBandwidthGrad(bw, k, g *gorgonia.Node) (*gorgonia.Node, error) {
+	return newKernelOp(kernelOp{
+		name: "rbfbandwidthgrad", inDims: []int{1, 3, 3}, outDims: 1, diff: []bool{false, false, false},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) { return s[0].Clone(), nil },
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			bw, k, g := in[0], in[1], in[2]
+			per := s[1][1] * s[1][2]
+			for t := range bw {
+				var acc float64
+				for i, kv := range k[t*per : (t+1)*per] {
+					if kv > 0 {
+						acc += g[t*per+i] * kv * math.Log(kv)
+					}
+				}
+				out[t] = -2 / bw[t] * acc
+			}
+		},
+		bwd: func([][]float64, []tensor.Shape, []float64, []float64, [][]float64) {},
+	}).apply(bw, k, g)
 }
 
 // rbfGradOp computes the gradient w.r.t. a (or b when wrtB) from
