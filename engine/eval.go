@@ -157,7 +157,15 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 		}
 		switch {
 		case gr.flow != nil:
+			// The flow runs on ε; the bases after step k are μ + σ⊙f_k(ε).
 			d.OmegaSteps = gr.flow.Steps(0)
+			mu, lv := dataOf(gr.muV), dataOf(gr.lvV)
+			for _, w := range d.OmegaSteps {
+				for i := range w {
+					k := i % d.Dim
+					w[i] = mu[k] + math.Exp(0.5*lv[k])*w[i]
+				}
+			}
 		case gr.omega0V != nil:
 			d.OmegaSteps = [][]float64{append([]float64(nil), dataOf(gr.omega0V)...)}
 		case c.Kernel == KernelRFF:

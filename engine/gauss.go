@@ -14,9 +14,19 @@ var log2Pi = math.Log(2 * math.Pi)
 // task t as reparametrized samples of its spectral distribution q(ω|S,C).
 // mu, logvar: (T,d); eps: (T,D,d) standard normal noise.
 func Reparam(mu, logvar, eps *G.Node) (*G.Node, error) {
+	return reparam(mu, logvar, eps, false)
+}
+
+// ScaleShift is Reparam for a z that carries gradient: ω = μ + σ⊙z with z
+// the output of a flow run on ε.
+func ScaleShift(mu, logvar, z *G.Node) (*G.Node, error) {
+	return reparam(mu, logvar, z, true)
+}
+
+func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 	var sd []float64
 	return newKernelOp(kernelOp{
-		name: "reparam", inDims: []int{2, 2, 3}, outDims: 3, diff: []bool{true, true, false},
+		name: "reparam", inDims: []int{2, 2, 3}, outDims: 3, diff: []bool{true, true, diffEps},
 		shape: func(s []tensor.Shape) (tensor.Shape, error) {
 			if !s[0].Eq(s[1]) || s[2][0] != s[0][0] || s[2][2] != s[0][1] {
 				return nil, fmt.Errorf("mu %v, logvar %v and eps %v do not match", s[0], s[1], s[2])
@@ -57,6 +67,18 @@ func Reparam(mu, logvar, eps *G.Node) (*G.Node, error) {
 				}
 				for k := range gl {
 					gl[k] *= 0.5 * math.Exp(0.5*lv[t*d+k])
+				}
+				if gr[2] == nil {
+					continue
+				}
+				for k := range sd {
+					sd[k] = math.Exp(0.5 * lv[t*d+k])
+				}
+				for j := 0; j < D; j++ {
+					row := (t*D + j) * d
+					for k, gk := range g[row : row+d] {
+						gr[2][row+k] = gk * sd[k]
+					}
 				}
 			}
 		},

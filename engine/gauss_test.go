@@ -105,6 +105,11 @@ func TestReparamGradients(t *testing.T) {
 		func(in []*G.Node) (*G.Node, error) { return Reparam(in[0], in[1], in[2]) })
 }
 
+func TestScaleShiftGradients(t *testing.T) {
+	fdCheckOp(t, "scaleshift", [][]int{{2, 3}, {2, 3}, {2, 4, 3}}, []bool{true, true, true}, normalInit,
+		func(in []*G.Node) (*G.Node, error) { return ScaleShift(in[0], in[1], in[2]) })
+}
+
 func TestGaussKLGradients(t *testing.T) {
 	fdCheckOp(t, "gausskl", [][]int{{2, 3}, {2, 3}, {2, 4, 3}, {2, 4, 3}}, []bool{true, true, true, true}, normalInit,
 		func(in []*G.Node) (*G.Node, error) { return GaussKL(in[0], in[1], in[2], in[3]) })

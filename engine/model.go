@@ -118,6 +118,8 @@ type graph struct {
 	loss, data, kl, lambda, pred, omega0 *G.Node
 	lossV, dataV, klV, lambdaV, predV    G.Value
 	omega0V                              G.Value
+	mu, lv                               *G.Node // q's parameters (T,d), read when flows need them
+	muV, lvV                             G.Value
 
 	lstm [2]*LSTMOp
 	flow *FlowOp
@@ -230,13 +232,24 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 
 	var logdet *G.Node // (T,D)
 	if cfg.Kernel == KernelVRF && cfg.FlowLayers > 0 {
-		out, op, e := CouplingFlow(gr.omega0, h, p["flow.theta"], flowSpec(cfg))
+		// The flow runs on the standardized draw ε and the task's affine
+		// map comes last: ω_K = μ + σ⊙f(ε; h). Both orders give a
+		// normalizing flow with the same log-density bookkeeping
+		// (log q = log N(ε) − Σ log σ − Σ log|det ∂f|, which is what the KL
+		// below computes), but on ω₀ = μ + σε directly the coupling nets see
+		// inputs whose scale moves with μ and σ during training, and the
+		// sine runs regularly collapsed to predicting zero.
+		out, op, e := CouplingFlow(gr.eps, h, p["flow.theta"], flowSpec(cfg))
 		if e != nil {
 			return nil, e
 		}
 		gr.flow = op
-		omega = must(G.Slice(out, nil, nil, G.S(0, f)))
+		epsK := must(G.Slice(out, nil, nil, G.S(0, f)))
 		logdet = must(G.Slice(out, nil, nil, G.S(f)))
+		omega = must(ScaleShift(mu, lv, epsK))
+		gr.mu, gr.lv = mu, lv
+		G.Read(mu, &gr.muV)
+		G.Read(lv, &gr.lvV)
 	}
 
 	var K, Kq *G.Node

@@ -227,3 +227,24 @@ func TestSGDTrains(t *testing.T) {
 		t.Fatalf("SGD run: %v, loss %v", err, res.Last.Loss)
 	}
 }
+
+// Step 0 of the display's bases is the Gaussian draw ω₀ = μ + σ⊙ε itself.
+func TestDisplayStepZeroIsTheGaussianDraw(t *testing.T) {
+	cfg := tinyConfig("metakernel", 3)
+	m, err := NewModel(cfg, sineLike{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	d, err := m.Display(0, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr, _ := m.graph(shape{T: 1, NS: cfg.Shot, NQ: displayGrid})
+	w0 := dataOf(gr.omega0V)
+	for i, v := range d.OmegaSteps[0] {
+		if math.Abs(v-w0[i]) > 1e-5*math.Max(1, math.Abs(v)) {
+			t.Fatalf("step 0 value %d: %v, Gaussian draw %v", i, v, w0[i])
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 )
 
 // Optimizer is Adam or SGD with momentum over flat parameter slices. It is
@@ -18,6 +20,7 @@ type Optimizer struct {
 	Eps      float64     `json:"eps"`
 	Momentum float64     `json:"momentum"`
 	ClipNorm float64     `json:"clip_norm"` // 0 = no clipping
+	Scale    []float64   `json:"scale"`     // per-parameter learning-rate multiplier
 	Steps    int         `json:"steps"`
 	M        [][]float64 `json:"m"` // Adam first moments or SGD velocity
 	V        [][]float64 `json:"v"` // Adam second moments
@@ -29,7 +32,12 @@ func NewOptimizer(cfg Config, params []*Param) *Optimizer {
 		Momentum: cfg.Momentum, ClipNorm: cfg.ClipNorm}
 	o.M = make([][]float64, len(params))
 	o.V = make([][]float64, len(params))
+	o.Scale = make([]float64, len(params))
 	for i, p := range params {
+		o.Scale[i] = 1
+		if strings.HasPrefix(p.Name, "flow.") && cfg.FlowLRScale > 0 {
+			o.Scale[i] = cfg.FlowLRScale
+		}
 		o.M[i] = make([]float64, p.Size())
 		if o.Kind == "adam" {
 			o.V[i] = make([]float64, p.Size())
@@ -62,31 +70,57 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 	if o.ClipNorm > 0 && norm > o.ClipNorm {
 		scale = o.ClipNorm / norm
 	}
-	o.Steps++
-	switch o.Kind {
-	case "adam":
-		b1c := 1 - math.Pow(o.Beta1, float64(o.Steps))
-		b2c := 1 - math.Pow(o.Beta2, float64(o.Steps))
-		step := o.LR * math.Sqrt(b2c) / b1c
-		for i, p := range params {
-			m, v, g := o.M[i], o.V[i], grads[i]
-			for j := range p.Data {
-				gj := g[j] * scale
-				m[j] = o.Beta1*m[j] + (1-o.Beta1)*gj
-				v[j] = o.Beta2*v[j] + (1-o.Beta2)*gj*gj
-				p.Data[j] -= step * m[j] / (math.Sqrt(v[j]) + o.Eps)
-			}
-		}
-	case "sgd":
-		for i, p := range params {
-			m, g := o.M[i], grads[i]
-			for j := range p.Data {
-				m[j] = o.Momentum*m[j] + g[j]*scale
-				p.Data[j] -= o.LR * m[j]
-			}
-		}
-	default:
+	if o.Kind != "adam" && o.Kind != "sgd" {
 		return norm, fmt.Errorf("engine: unknown optimizer %q", o.Kind)
 	}
+	o.Steps++
+	b1c := 1 - math.Pow(o.Beta1, float64(o.Steps))
+	b2c := 1 - math.Pow(o.Beta2, float64(o.Steps))
+	step := o.LR * math.Sqrt(b2c) / b1c
+	// The update is element-wise, so splitting the big parameters (the
+	// flow's ~150k) across both cores cannot change a single bit.
+	var wg sync.WaitGroup
+	for i, p := range params {
+		lr := 1.0
+		if i < len(o.Scale) {
+			lr = o.Scale[i]
+		}
+		for lo := 0; lo < len(p.Data); lo += optimChunk {
+			hi := min(lo+optimChunk, len(p.Data))
+			update := func() {
+				if o.Kind == "adam" {
+					adamUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], o.V[i][lo:hi], scale, lr*step, o.Beta1, o.Beta2, o.Eps)
+				} else {
+					sgdUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], scale, lr*o.LR, o.Momentum)
+				}
+			}
+			if len(p.Data) <= optimChunk {
+				update()
+				continue
+			}
+			wg.Go(update)
+		}
+	}
+	wg.Wait()
 	return norm, nil
+}
+
+// optimChunk is the slice of a parameter one goroutine updates; smaller
+// parameters are updated inline, where a goroutine would cost more.
+const optimChunk = 1 << 15
+
+func adamUpdate(p, g, m, v []float64, scale, step, b1, b2, eps float64) {
+	for j := range p {
+		gj := g[j] * scale
+		m[j] = b1*m[j] + (1-b1)*gj
+		v[j] = b2*v[j] + (1-b2)*gj*gj
+		p[j] -= step * m[j] / (math.Sqrt(v[j]) + eps)
+	}
+}
+
+func sgdUpdate(p, g, m []float64, scale, lr, mom float64) {
+	for j := range p {
+		m[j] = mom*m[j] + g[j]*scale
+		p[j] -= lr * m[j]
+	}
 }
