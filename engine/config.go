@@ -62,8 +62,8 @@ type Config struct {
 	// with noisy single-draw gradients the flow random-walks away from
 	// the identity faster than the data term pulls it back.
 	FlowLRScale float64 `json:"flow_lr_scale"`
-	Momentum  float64 `json:"momentum"`  // SGD only
-	ClipNorm  float64 `json:"clip_norm"` // global gradient-norm clip; 0 = off
+	Momentum    float64 `json:"momentum"`  // SGD only
+	ClipNorm    float64 `json:"clip_norm"` // global gradient-norm clip; 0 = off
 
 	MetaBatch int `json:"meta_batch"` // tasks per iteration
 	Shot      int `json:"shot"`       // support points per task
