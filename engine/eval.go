@@ -60,7 +60,7 @@ func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, er
 			if s == 0 {
 				next = st
 			}
-			for i, v := range dataOf(gr.predV)[:n] {
+			for i, v := range dataOf(gr.r.predV)[:n] {
 				mean[i] += v / float64(samples)
 			}
 		}
@@ -148,7 +148,7 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 		if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 			return nil, err
 		}
-		for i, v := range dataOf(gr.predV)[:displayGrid] {
+		for i, v := range dataOf(gr.r.predV)[:displayGrid] {
 			d.PredMean[i] += v
 			sq[i] += v * v
 		}
@@ -159,15 +159,15 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 		case gr.flow != nil:
 			// The flow runs on ε; the bases after step k are μ + σ⊙f_k(ε).
 			d.OmegaSteps = gr.flow.Steps(0)
-			mu, lv := dataOf(gr.muV), dataOf(gr.lvV)
+			mu, lv := dataOf(gr.r.muV), dataOf(gr.r.lvV)
 			for _, w := range d.OmegaSteps {
 				for i := range w {
 					k := i % d.Dim
 					w[i] = mu[k] + math.Exp(0.5*lv[k])*w[i]
 				}
 			}
-		case gr.omega0V != nil:
-			d.OmegaSteps = [][]float64{append([]float64(nil), dataOf(gr.omega0V)...)}
+		case gr.r.omega0V != nil:
+			d.OmegaSteps = [][]float64{append([]float64(nil), dataOf(gr.r.omega0V)...)}
 		case c.Kernel == KernelRFF:
 			d.OmegaSteps = [][]float64{append([]float64(nil), m.noise.eps[:c.Bases*c.FeatureDim()]...)}
 		}

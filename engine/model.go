@@ -116,13 +116,19 @@ type graph struct {
 
 	// outputs
 	loss, data, kl, lambda, pred, omega0 *G.Node
-	lossV, dataV, klV, lambdaV, predV    G.Value
-	omega0V                              G.Value
 	mu, lv                               *G.Node // q's parameters (T,d), read when flows need them
-	muV, lvV                             G.Value
+	// r receives the values of read nodes. It is a separate allocation on
+	// purpose: gorgonia's read ops point at it, and if they pointed into
+	// graph, graph → machine → graph would be a cycle through the tape
+	// machine's finalizer, which the garbage collector never frees.
+	r *graphReads
 
 	lstm [2]*LSTMOp
 	flow *FlowOp
+}
+
+type graphReads struct {
+	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV G.Value
 }
 
 func denseLayer(x, w, b *G.Node) (*G.Node, error) {
@@ -154,7 +160,7 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 		}
 	}()
 	g := G.NewGraph()
-	gr = &graph{shape: sh, cfg: cfg, g: g}
+	gr = &graph{shape: sh, cfg: cfg, g: g, r: &graphReads{}}
 	T, NS, NQ := sh.T, sh.NS, sh.NQ
 	f, D := cfg.FeatureDim(), cfg.Bases
 	p := map[string]*G.Node{}
@@ -248,8 +254,8 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 		logdet = must(G.Slice(out, nil, nil, G.S(f)))
 		omega = must(ScaleShift(mu, lv, epsK))
 		gr.mu, gr.lv = mu, lv
-		G.Read(mu, &gr.muV)
-		G.Read(lv, &gr.lvV)
+		G.Read(mu, &gr.r.muV)
+		G.Read(lv, &gr.r.lvV)
 	}
 
 	var K, Kq *G.Node
@@ -267,10 +273,10 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 	gr.lambda = must(G.Exp(p["loglambda"]))
 	alpha := must(KRRSolve(K, must(G.Reshape(gr.ys, tensor.Shape{T, NS, outDim})), gr.lambda))
 	gr.pred = must(G.BatchedMatMul(Kq, alpha))
-	G.Read(gr.pred, &gr.predV)
-	G.Read(gr.lambda, &gr.lambdaV)
+	G.Read(gr.pred, &gr.r.predV)
+	G.Read(gr.lambda, &gr.r.lambdaV)
 	if gr.omega0 != nil {
-		G.Read(gr.omega0, &gr.omega0V)
+		G.Read(gr.omega0, &gr.r.omega0V)
 	}
 
 	if !sh.train {
@@ -300,10 +306,10 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 			gr.kl = must(G.Sub(must(G.Mean(must(G.Sub(logq0, ld)))), must(G.Mean(logp))))
 		}
 		gr.loss = must(G.Add(gr.data, must(G.Mul(G.NewConstant(cfg.KLWeight), gr.kl))))
-		G.Read(gr.kl, &gr.klV)
+		G.Read(gr.kl, &gr.r.klV)
 	}
-	G.Read(gr.loss, &gr.lossV)
-	G.Read(gr.data, &gr.dataV)
+	G.Read(gr.loss, &gr.r.lossV)
+	G.Read(gr.data, &gr.r.dataV)
 	if _, err := G.Grad(gr.loss, gr.params...); err != nil {
 		return nil, fmt.Errorf("engine: differentiating %+v: %w", sh, err)
 	}

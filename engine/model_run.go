@@ -248,9 +248,9 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 		m.waitPrefetch()
 		return StepStats{}, err
 	}
-	st := StepStats{Loss: scalarOf(gr.lossV), Data: scalarOf(gr.dataV), Lambda: scalarOf(gr.lambdaV)}
-	if gr.klV != nil {
-		st.KL = scalarOf(gr.klV)
+	st := StepStats{Loss: scalarOf(gr.r.lossV), Data: scalarOf(gr.r.dataV), Lambda: scalarOf(gr.r.lambdaV)}
+	if gr.r.klV != nil {
+		st.KL = scalarOf(gr.r.klV)
 	}
 	if *grads, err = gr.grads(*grads); err != nil {
 		return st, err

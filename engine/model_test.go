@@ -80,7 +80,7 @@ func TestModelGradientMatchesFiniteDifferences(t *testing.T) {
 				if err := m.run(gr, &in.batch, &in.noise, &st, nil); err != nil {
 					t.Fatal(err)
 				}
-				return scalarOf(gr.lossV)
+				return scalarOf(gr.r.lossV)
 			}
 			loss()
 			grads, err := gr.grads(nil)
@@ -241,7 +241,7 @@ func TestDisplayStepZeroIsTheGaussianDraw(t *testing.T) {
 		t.Fatal(err)
 	}
 	gr, _ := m.graph(shape{T: 1, NS: cfg.Shot, NQ: displayGrid})
-	w0 := dataOf(gr.omega0V)
+	w0 := dataOf(gr.r.omega0V)
 	for i, v := range d.OmegaSteps[0] {
 		if math.Abs(v-w0[i]) > 1e-5*math.Max(1, math.Abs(v)) {
 			t.Fatalf("step 0 value %d: %v, Gaussian draw %v", i, v, w0[i])
