@@ -71,6 +71,9 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 	return ps
 }
 
+// logVarBound soft-bounds q's log-variance: logvar = B·tanh(raw/B).
+const logVarBound = 2.0
+
 func scale(x []float64, s float64) {
 	for i := range x {
 		x[i] *= s
@@ -231,7 +234,12 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 			h = must(G.Concat(1, append([]*G.Node{sbar}, outs...)...))
 		}
 		mu = must(denseLayer(h, p["q.Wmu"], p["q.bmu"]))
-		lv = must(denseLayer(h, p["q.Wlv"], p["q.blv"]))
+		// log σ² is soft-bounded to (−2, 2): with the weak KL weight nothing
+		// else stops σ from growing until the features are pure noise, a
+		// state the flow variants fell into and did not leave (loss stuck at
+		// the targets' variance). The embedding still sets the scale.
+		lvBound := G.NewConstant(logVarBound)
+		lv = must(G.HadamardProd(lvBound, must(G.Tanh(must(G.HadamardDiv(must(denseLayer(h, p["q.Wlv"], p["q.blv"])), lvBound))))))
 		gr.omega0 = must(Reparam(mu, lv, gr.eps))
 		omega = gr.omega0
 	}
