@@ -16,7 +16,19 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 	f := cfg.FeatureDim()
 	prev := inDim
 	for i, w := range cfg.EmbedHidden {
-		he(rng, ps.add(fmt.Sprintf("embed.W%d", i), prev, w).Data, prev)
+		wt := ps.add(fmt.Sprintf("embed.W%d", i), prev, w).Data
+		he(rng, wt, prev)
+		if i == len(cfg.EmbedHidden)-1 {
+			// With He init, ‖ψ(x)‖ grows to ~17 over the sine domain, so
+			// ωᵀψ(x) with ω ~ N(μ, σ²) changes phase by radians between
+			// neighbouring inputs: the random-feature kernel starts almost
+			// diagonal, predictions are ~0 and training sat on that plateau
+			// (loss = the targets' variance) for hundreds to thousands of
+			// iterations, or for good. A small output gain starts the
+			// kernel smooth over the domain (measured, seed 1: vrf loss 0.49
+			// after 200 iterations instead of 4.3).
+			scale(wt, embedOutputGain)
+		}
 		ps.add(fmt.Sprintf("embed.b%d", i), 1, w)
 		prev = w
 	}
@@ -70,6 +82,9 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 	}
 	return ps
 }
+
+// embedOutputGain scales the initial weights of ψ's last layer.
+const embedOutputGain = 0.1
 
 // logVarBound soft-bounds q's log-variance: logvar = B·tanh(raw/B).
 const logVarBound = 2.0
