@@ -42,7 +42,7 @@ func attL1(a, b []float64) float64 {
 func attForward(out, w, q, k []float64, d attDims) {
 	inv := 1 / math.Sqrt(float64(d.f))
 	mf, nf, mn := d.m*d.f, d.n*d.f, d.m*d.n
-	miscParallel(d.T, 2*d.T*mn*d.f, func(t int) {
+	forTasks(d.T, float64(2*d.T*mn*d.f), func(t int) {
 		qt, kt := q[t*mf:(t+1)*mf], k[t*nf:(t+1)*nf]
 		ot, wt := out[t*mf:(t+1)*mf], w[t*mn:(t+1)*mn]
 		for i := range d.m {
@@ -80,7 +80,7 @@ func attForward(out, w, q, k []float64, d attDims) {
 func attBackward(dq, dk, q, k, w, g, scratch []float64, d attDims) {
 	inv := 1 / math.Sqrt(float64(d.f))
 	mf, nf, mn := d.m*d.f, d.n*d.f, d.m*d.n
-	miscParallel(d.T, 4*d.T*mn*d.f, func(t int) {
+	forTasks(d.T, float64(4*d.T*mn*d.f), func(t int) {
 		qt, kt := q[t*mf:(t+1)*mf], k[t*nf:(t+1)*nf]
 		wt, gt := w[t*mn:(t+1)*mn], g[t*mf:(t+1)*mf]
 		var dqt, dkt []float64
@@ -200,7 +200,7 @@ func LaplaceAttention(q, k *gorgonia.Node) (*gorgonia.Node, error) {
 	if _, err := attShapes(q.Shape(), k.Shape()); err != nil {
 		return nil, err
 	}
-	op := &attOp{id: miscNextOpID(), st: &attState{}}
+	op := &attOp{id: opSeq.Add(1), st: &attState{}}
 	return gorgonia.ApplyOp(op, q, k)
 }
 
@@ -283,7 +283,7 @@ func (op *attOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgon
 func (op *attOp) forward(out, q, k []float64, d attDims) {
 	st := op.st
 	st.dims = d
-	st.w = miscResize(st.w, d.T*d.m*d.n)
+	st.w = grow(st.w, d.T*d.m*d.n)
 	attForward(out, st.w, q, k, d)
 	st.gen++
 	st.valid = true
@@ -306,11 +306,11 @@ func (op *attOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	}
 	sh := &attGradShared{}
 	children := []*gorgonia.Node{inputs[0], inputs[1], output, grad}
-	dq, err := gorgonia.ApplyOp(&attGradOp{id: miscNextOpID(), wrt: 0, st: op.st, sh: sh}, children...)
+	dq, err := gorgonia.ApplyOp(&attGradOp{id: opSeq.Add(1), wrt: 0, st: op.st, sh: sh}, children...)
 	if err != nil {
 		return nil, err
 	}
-	dk, err := gorgonia.ApplyOp(&attGradOp{id: miscNextOpID(), wrt: 1, st: op.st, sh: sh}, children...)
+	dk, err := gorgonia.ApplyOp(&attGradOp{id: opSeq.Add(1), wrt: 1, st: op.st, sh: sh}, children...)
 	if err != nil {
 		return nil, err
 	}
@@ -387,15 +387,15 @@ func (op *attGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 		// Only reachable if the forward op did not run on these inputs:
 		// recompute the weights, and do not trust the shared gradients.
 		st.dims = d
-		st.w = miscResize(st.w, d.T*d.m*d.n)
+		st.w = grow(st.w, d.T*d.m*d.n)
 		attForward(make([]float64, d.T*d.m*d.f), st.w, q, k, d)
 		st.gen++
 		st.valid = true
 	}
 	if sh.gen != st.gen || sh.dq == nil {
-		sh.dq = miscResize(sh.dq, d.T*d.m*d.f)
-		sh.dk = miscResize(sh.dk, d.T*d.n*d.f)
-		sh.scratch = miscResize(sh.scratch, d.T*d.n)
+		sh.dq = grow(sh.dq, d.T*d.m*d.f)
+		sh.dk = grow(sh.dk, d.T*d.n*d.f)
+		sh.scratch = grow(sh.scratch, d.T*d.n)
 		attBackward(sh.dq, sh.dk, q, k, st.w, g, sh.scratch, d)
 		sh.gen = st.gen
 	}

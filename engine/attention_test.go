@@ -180,7 +180,7 @@ func TestAttentionGraphGradFD(t *testing.T) {
 }
 
 func TestAttentionDeterministicAcrossProcs(t *testing.T) {
-	// Large enough to pass miscParallelMinWork.
+	// Large enough to pass parallelMinWork.
 	d := attDims{T: 6, m: 75, n: 5, f: 256}
 	miscBitIdentical(t, func() [][]float64 {
 		m := attGraph(t, 15, d)
@@ -238,9 +238,9 @@ func BenchmarkLaplaceAttention(b *testing.B) {
 			kv := miscDense(tensor.Shape{d.T, d.n, d.f}, k)
 			gv := miscDense(tensor.Shape{d.T, d.m, d.f}, miscNormals(miscRNG(17), d.T*d.m*d.f, 1))
 			st, sh := &attState{}, &attGradShared{}
-			fwd := &attOp{id: miscNextOpID(), st: st}
-			gq := &attGradOp{id: miscNextOpID(), wrt: 0, st: st, sh: sh}
-			gk := &attGradOp{id: miscNextOpID(), wrt: 1, st: st, sh: sh}
+			fwd := &attOp{id: opSeq.Add(1), st: st}
+			gq := &attGradOp{id: opSeq.Add(1), wrt: 0, st: st, sh: sh}
+			gk := &attGradOp{id: opSeq.Add(1), wrt: 1, st: st, sh: sh}
 			out, err := fwd.Do(qv, kv)
 			if err != nil {
 				b.Fatal(err)

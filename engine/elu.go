@@ -17,7 +17,7 @@ const eluChunk = 4096
 // eluChunks runs fn over [0, n) in chunks; cost is the estimated work per
 // element, so that small inputs stay on the calling goroutine.
 func eluChunks(n, cost int, fn func(lo, hi int)) {
-	miscParallel((n+eluChunk-1)/eluChunk, n*cost, func(c int) {
+	forTasks((n+eluChunk-1)/eluChunk, float64(n*cost), func(c int) {
 		fn(c*eluChunk, min((c+1)*eluChunk, n))
 	})
 }
@@ -55,7 +55,7 @@ func ELU(x *gorgonia.Node) (*gorgonia.Node, error) {
 	if err := miscCheckNode("ELU", "x", x, -1); err != nil {
 		return nil, err
 	}
-	return gorgonia.ApplyOp(&eluOp{id: miscNextOpID()}, x)
+	return gorgonia.ApplyOp(&eluOp{id: opSeq.Add(1)}, x)
 }
 
 // eluApply runs kernel into p (if usable) or a fresh value shaped like the
@@ -142,7 +142,7 @@ func (op *eluOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if len(inputs) != 1 {
 		return nil, fmt.Errorf("engine: ELU: want 1 input, got %d", len(inputs))
 	}
-	dx, err := gorgonia.ApplyOp(&eluGradOp{id: miscNextOpID()}, output, grad)
+	dx, err := gorgonia.ApplyOp(&eluGradOp{id: opSeq.Add(1)}, output, grad)
 	if err != nil {
 		return nil, err
 	}

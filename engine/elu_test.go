@@ -116,7 +116,7 @@ func TestELUScalar(t *testing.T) {
 
 func TestELUDeterministicAcrossProcs(t *testing.T) {
 	miscBitIdentical(t, func() [][]float64 {
-		// Large enough to pass miscParallelMinWork.
+		// Large enough to pass parallelMinWork.
 		m := eluGraph(t, 22, tensor.Shape{100, 1000})
 		defer m.vm.Close()
 		out, grads := m.gradsAndOutput(t)
@@ -141,7 +141,7 @@ func BenchmarkELU(b *testing.B) {
 	shape := tensor.Shape{375, 40}
 	xv := miscDense(shape, miscNormals(miscRNG(23), shape.TotalSize(), 1))
 	gv := miscDense(shape, miscNormals(miscRNG(24), shape.TotalSize(), 1))
-	fwd, bwd := &eluOp{id: miscNextOpID()}, &eluGradOp{id: miscNextOpID()}
+	fwd, bwd := &eluOp{id: opSeq.Add(1)}, &eluGradOp{id: opSeq.Add(1)}
 	y, err := fwd.Do(xv)
 	if err != nil {
 		b.Fatal(err)

@@ -1060,8 +1060,6 @@ func (k *flowCore[F]) steps(t int) [][]float64 {
 	return steps
 }
 
-var flowOpIDs atomic.Uint64
-
 var (
 	flowT1 = gorgonia.TensorType{Dims: 1, Of: gorgonia.Float64}
 	flowT2 = gorgonia.TensorType{Dims: 2, Of: gorgonia.Float64}
@@ -1119,7 +1117,7 @@ func CouplingFlow(omega0, cond, theta *gorgonia.Node, spec FlowSpec) (*gorgonia.
 	case so[0] < 1 || so[1] < 1:
 		return nil, nil, fmt.Errorf("flow: omega0 has shape %v, want T, D ≥ 1", so)
 	}
-	op := &FlowOp{id: flowOpIDs.Add(1), kern: kern}
+	op := &FlowOp{id: opSeq.Add(1), kern: kern}
 	out, err := gorgonia.ApplyOp(op, omega0, cond, theta)
 	if err != nil {
 		return nil, nil, fmt.Errorf("flow: %w", err)

@@ -6,9 +6,6 @@ import (
 	"hash"
 	"hash/fnv"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
@@ -51,52 +48,6 @@ func IsNotPD(err error) bool {
 		err = next
 	}
 	return false
-}
-
-// krrOpIDs numbers op instances so that no two of them hash alike: gorgonia
-// merges nodes with equal hashes and children, and our ops carry per-instance
-// caches. rbf.go shares the counter.
-var krrOpIDs atomic.Uint64
-
-// krrParallelMinFlops is the estimated batch work below which tasks run on the
-// calling goroutine. Waking a second worker thread costs tens of µs on the
-// 2-core VM, so measured on it: 6 tasks of n=25 (~70k flops, ~20µs a phase)
-// and the sine-sized RBF kernel (~100k) gained nothing, 6 tasks of n=100
-// (~4M) ran 1.3× faster.
-const krrParallelMinFlops = 250000
-
-// krrForTasks calls fn(t) for every t in [0,T). Each task runs entirely on one
-// goroutine and tasks never share output, so results do not depend on how
-// many workers there are or which one ran a task: that is what keeps
-// outputs bit-identical across GOMAXPROCS settings.
-func krrForTasks(T int, flopsPerTask float64, fn func(t int)) {
-	workers := min(runtime.GOMAXPROCS(0), T)
-	if workers <= 1 || float64(T)*flopsPerTask < krrParallelMinFlops {
-		for t := range T {
-			fn(t)
-		}
-		return
-	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			t := int(next.Add(1)) - 1
-			if t >= T {
-				return
-			}
-			fn(t)
-		}
-	}
-	var wg sync.WaitGroup
-	wg.Add(workers - 1)
-	for range workers - 1 {
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
 }
 
 // krrState holds the Cholesky factors of K_t+λI computed by the forward op,
@@ -164,7 +115,7 @@ func (s *krrState) factor(k []float64, lambda float64, T, n int, y, x []float64,
 	}
 	nf := float64(n)
 	flops := nf*nf*nf/3 + 2*nf*nf*float64(o)
-	krrForTasks(T, flops, func(t int) {
+	forTasks(T, float64(T)*flops, func(t int) {
 		if err := s.factorTask(t, k); err != nil {
 			s.errs[t] = err
 			return
@@ -188,7 +139,7 @@ func (s *krrState) factor(k []float64, lambda float64, T, n int, y, x []float64,
 func (s *krrState) gradY(g, dy []float64, o int) {
 	n := s.n
 	copy(dy, g[:s.T*n*o])
-	krrForTasks(s.T, 2*float64(n*n*o), func(t int) { s.solveTask(t, dy, o) })
+	forTasks(s.T, 2*float64(s.T*n*n*o), func(t int) { s.solveTask(t, dy, o) })
 }
 
 // krrGradK writes dK_t = −½(dY_t X_tᵀ + X_t dY_tᵀ) for every task. The exact
@@ -196,7 +147,7 @@ func (s *krrState) gradY(g, dy []float64, o int) {
 // symmetrizing it is the gradient w.r.t. a symmetric K, which is what the
 // upstream kernel ops produce and what they must be differentiated against.
 func krrGradK(dy, x, dk []float64, T, n, o int) {
-	krrForTasks(T, 2*float64(n*n*o), func(t int) {
+	forTasks(T, 2*float64(T*n*n*o), func(t int) {
 		kt := dk[t*n*n : (t+1)*n*n]
 		blas64.Syr2k(blas.NoTrans, -0.5,
 			blas64.General{Rows: n, Cols: o, Stride: o, Data: dy[t*n*o : (t+1)*n*o]},
@@ -347,7 +298,7 @@ func KRRSolve(k, y, lambda *gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	op := &krrOp{
 		krrBase: &krrBase{st: &krrState{}, kShape: ks, yShape: ys, lShape: ls},
-		id:      krrOpIDs.Add(1),
+		id:      opSeq.Add(1),
 	}
 	return gorgonia.ApplyOp(op, k, y, lambda)
 }
@@ -430,15 +381,15 @@ func (op *krrOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	}
 	// X is an input of dY so that dY (and, through it, dK and dλ) is
 	// scheduled after the forward op that fills the factor cache.
-	dy, err := gorgonia.ApplyOp(&krrGradYOp{krrBase: op.krrBase, id: krrOpIDs.Add(1)}, inputs[0], inputs[2], output, grad)
+	dy, err := gorgonia.ApplyOp(&krrGradYOp{krrBase: op.krrBase, id: opSeq.Add(1)}, inputs[0], inputs[2], output, grad)
 	if err != nil {
 		return nil, err
 	}
-	dk, err := gorgonia.ApplyOp(&krrGradKOp{krrBase: op.krrBase, id: krrOpIDs.Add(1)}, dy, output)
+	dk, err := gorgonia.ApplyOp(&krrGradKOp{krrBase: op.krrBase, id: opSeq.Add(1)}, dy, output)
 	if err != nil {
 		return nil, err
 	}
-	dl, err := gorgonia.ApplyOp(&krrGradLambdaOp{krrBase: op.krrBase, id: krrOpIDs.Add(1)}, dy, output)
+	dl, err := gorgonia.ApplyOp(&krrGradLambdaOp{krrBase: op.krrBase, id: opSeq.Add(1)}, dy, output)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
-	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
@@ -248,11 +247,6 @@ func InitLSTM(rng *rand.Rand, in, hid int, w, b []float64) {
 	}
 }
 
-// lstmOpIDs makes every LSTM op hash differently: gorgonia would otherwise
-// merge two LSTMSeq nodes over the same inputs, and each carries its own
-// cache and state.
-var lstmOpIDs atomic.Uint64
-
 // LSTMOp is the gorgonia op behind LSTMSeq. Besides implementing
 // gorgonia.Op and gorgonia.SDOp it keeps the forward intermediates for its
 // gradient nodes and the final state for the next batch.
@@ -306,7 +300,7 @@ func LSTMSeq(x, w, b, h0, c0 *gorgonia.Node, reverse bool) (*gorgonia.Node, *LST
 	if len(bs) != 1 || bs[0] != 4*hid {
 		return nil, nil, fmt.Errorf("engine: LSTMSeq: b has shape %v, want (%d)", bs, 4*hid)
 	}
-	op := &LSTMOp{id: lstmOpIDs.Add(1), t: T, in: in, hid: hid, reverse: reverse}
+	op := &LSTMOp{id: opSeq.Add(1), t: T, in: in, hid: hid, reverse: reverse}
 	op.cache.Hid = hid
 	out, err := gorgonia.ApplyOp(op, x, w, b, h0, c0)
 	if err != nil {

@@ -66,7 +66,7 @@ func rbfCheckBandwidths(bw []float64) error {
 // values (n == m), which lets the kernel be computed on one triangle and come
 // out exactly symmetric with a unit diagonal, as KRR expects of K(S,S).
 func rbfForward(a, b, bw []float64, T, n, m, f int, same bool, k, sq []float64) {
-	krrForTasks(T, 2*float64(n*m*f), func(t int) {
+	forTasks(T, 2*float64(T*n*m*f), func(t int) {
 		at := blas64.General{Rows: n, Cols: f, Stride: f, Data: a[t*n*f : (t+1)*n*f]}
 		kt := k[t*n*m : (t+1)*n*m]
 		c := -1 / (2 * bw[t] * bw[t])
@@ -116,7 +116,7 @@ func rbfForward(a, b, bw []float64, T, n, m, f int, same bool, k, sq []float64) 
 // T*n*m values and sums of at least T*max(n,m).
 func rbfBackward(a, b, bw, k, g []float64, T, n, m, f int, wrtB bool, da, p, sums []float64) {
 	r := max(n, m)
-	krrForTasks(T, 2*float64(n*m*f), func(t int) {
+	forTasks(T, 2*float64(T*n*m*f), func(t int) {
 		at := blas64.General{Rows: n, Cols: f, Stride: f, Data: a[t*n*f : (t+1)*n*f]}
 		bt := blas64.General{Rows: m, Cols: f, Stride: f, Data: b[t*m*f : (t+1)*m*f]}
 		pt := p[t*n*m : (t+1)*n*m]
@@ -190,7 +190,7 @@ func RBFKernel(a, b, bw *gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	op := &rbfOp{
 		rbfBase: &rbfBase{aShape: as, bShape: bs, wShape: ws, kShape: tensor.Shape{as[0], as[1], bs[1]}},
-		id:      krrOpIDs.Add(1),
+		id:      opSeq.Add(1),
 	}
 	return gorgonia.ApplyOp(op, a, b, bw)
 }
@@ -275,12 +275,12 @@ func (op *rbfOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 		return nil, fmt.Errorf("engine: %v: want 3 inputs, got %d", op, len(inputs))
 	}
 	// When a and b are one node gorgonia adds the two results itself.
-	da, err := gorgonia.ApplyOp(&rbfGradOp{rbfBase: op.rbfBase, id: krrOpIDs.Add(1)},
+	da, err := gorgonia.ApplyOp(&rbfGradOp{rbfBase: op.rbfBase, id: opSeq.Add(1)},
 		inputs[0], inputs[1], inputs[2], output, grad)
 	if err != nil {
 		return nil, err
 	}
-	db, err := gorgonia.ApplyOp(&rbfGradOp{rbfBase: op.rbfBase, id: krrOpIDs.Add(1), wrtB: true},
+	db, err := gorgonia.ApplyOp(&rbfGradOp{rbfBase: op.rbfBase, id: opSeq.Add(1), wrtB: true},
 		inputs[0], inputs[1], inputs[2], output, grad)
 	if err != nil {
 		return nil, err

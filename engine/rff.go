@@ -6,9 +6,6 @@ import (
 	"hash"
 	"hash/fnv"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	"gonum.org/v1/gonum/blas"
@@ -21,67 +18,10 @@ import (
 // "misc" prefix because other files of the package are written concurrently
 // and generic names would collide.
 
-// miscOpCounter hands out per-instance ids: gorgonia merges nodes whose ops
-// hash equal and whose children are equal, and these ops own per-instance
-// caches that must never be shared by two nodes.
-var miscOpCounter atomic.Uint64
-
-func miscNextOpID() uint64 { return miscOpCounter.Add(1) }
-
 func miscHash(op interface{ WriteHash(hash.Hash) }) uint32 {
 	h := fnv.New32a()
 	op.WriteHash(h)
 	return h.Sum32()
-}
-
-// miscParallelMinWork is the estimated work (inner-loop operations, about
-// a nanosecond each) below which miscParallel stays on the calling
-// goroutine. Waking a goroutine on an idle core was measured at ~100µs on
-// the 2-core VM this was written on; a helper that arrives that late only
-// slows a short op down (it takes the last job while the caller waits).
-const miscParallelMinWork = 1 << 18
-
-// miscParallel runs fn(t) for t in [0, n); work estimates the total cost
-// in inner-loop operations. Each index runs entirely on one goroutine, so any
-// kernel that writes only index-t data is bit-identical whatever GOMAXPROCS
-// is; only the number of workers depends on it.
-//
-// The caller works too, and waits for the jobs rather than for the helpers:
-// a late helper just finds no job left and returns.
-func miscParallel(n, work int, fn func(t int)) {
-	w := min(runtime.GOMAXPROCS(0), n)
-	if w <= 1 || work < miscParallelMinWork {
-		for t := range n {
-			fn(t)
-		}
-		return
-	}
-	var next atomic.Int64
-	var jobs sync.WaitGroup
-	jobs.Add(n)
-	worker := func() {
-		for {
-			t := int(next.Add(1) - 1)
-			if t >= n {
-				return
-			}
-			fn(t)
-			jobs.Done()
-		}
-	}
-	for range w - 1 {
-		go worker()
-	}
-	worker()
-	jobs.Wait()
-}
-
-// miscResize returns s with length n, reusing its storage when large enough.
-func miscResize(s []float64, n int) []float64 {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]float64, n)
 }
 
 // miscCheckNode validates a graph input at build time, so that misuse is
@@ -181,7 +121,7 @@ func (d rffDims) scale() float64 { return math.Sqrt(2 / float64(d.D)) }
 func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 	c := d.scale()
 	nD, nf, Df := d.n*d.D, d.n*d.f, d.D*d.f
-	miscParallel(d.T, d.T*nD*(d.f+10), func(t int) {
+	forTasks(d.T, float64(d.T*nD*(d.f+10)), func(t int) {
 		zt := z[t*nD : (t+1)*nD]
 		miscGemm(blas.NoTrans, blas.Trans, d.n, d.D, d.f, 1,
 			x[t*nf:(t+1)*nf], d.f, omega[t*Df:(t+1)*Df], d.f, 0, zt, d.D)
@@ -215,7 +155,7 @@ func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 func rffBackward(dx, domega, x, omega, sinv, g, scratch []float64, d rffDims) {
 	alpha := -d.scale()
 	nD, nf, Df := d.n*d.D, d.n*d.f, d.D*d.f
-	miscParallel(d.T, d.T*nD*d.f, func(t int) {
+	forTasks(d.T, float64(d.T*nD*d.f), func(t int) {
 		s := scratch[t*nD : (t+1)*nD]
 		st, gt := sinv[t*nD:(t+1)*nD], g[t*nD:(t+1)*nD]
 		for i := range s {
@@ -259,7 +199,7 @@ func RFFFeatures(x, omega, b *gorgonia.Node) (*gorgonia.Node, error) {
 	if _, err := rffShapes(x.Shape(), omega.Shape(), b.Shape()); err != nil {
 		return nil, err
 	}
-	op := &rffOp{id: miscNextOpID(), st: &rffState{}}
+	op := &rffOp{id: opSeq.Add(1), st: &rffState{}}
 	return gorgonia.ApplyOp(op, x, omega, b)
 }
 
@@ -350,7 +290,7 @@ func (op *rffOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgon
 
 func (op *rffOp) forward(z, x, omega, b []float64, d rffDims) {
 	op.st.dims = d
-	op.st.sin = miscResize(op.st.sin, d.T*d.n*d.D)
+	op.st.sin = grow(op.st.sin, d.T*d.n*d.D)
 	rffForward(z, op.st.sin, x, omega, b, d)
 	op.st.valid = true
 }
@@ -371,11 +311,11 @@ func (op *rffOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 		return nil, fmt.Errorf("engine: RFFFeatures: want 3 inputs, got %d", len(inputs))
 	}
 	children := []*gorgonia.Node{inputs[0], inputs[1], inputs[2], output, grad}
-	dx, err := gorgonia.ApplyOp(&rffGradOp{id: miscNextOpID(), wrt: 0, st: op.st}, children...)
+	dx, err := gorgonia.ApplyOp(&rffGradOp{id: opSeq.Add(1), wrt: 0, st: op.st}, children...)
 	if err != nil {
 		return nil, err
 	}
-	dw, err := gorgonia.ApplyOp(&rffGradOp{id: miscNextOpID(), wrt: 1, st: op.st}, children...)
+	dw, err := gorgonia.ApplyOp(&rffGradOp{id: opSeq.Add(1), wrt: 1, st: op.st}, children...)
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +381,7 @@ func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 	if !op.st.valid || op.st.dims != d {
 		// Only reachable if the forward op did not run on these inputs
 		// (e.g. a machine built on part of the graph): recompute.
-		op.sin = miscResize(op.sin, d.T*d.n*d.D)
+		op.sin = grow(op.sin, d.T*d.n*d.D)
 		z := make([]float64, d.T*d.n*d.D)
 		rffForward(z, op.sin, x, omega, b, d)
 		sinv = op.sin
@@ -460,7 +400,7 @@ func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 	} else {
 		out, data = miscNewDense(shape)
 	}
-	op.scratch = miscResize(op.scratch, d.T*d.n*d.D)
+	op.scratch = grow(op.scratch, d.T*d.n*d.D)
 	if op.wrt == 0 {
 		rffBackward(data, nil, x, omega, sinv, g, op.scratch, d)
 	} else {

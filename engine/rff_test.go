@@ -192,12 +192,12 @@ func miscBitIdentical(t *testing.T, f func() [][]float64) {
 	}
 }
 
-func TestMiscParallelRunsEachIndexOnce(t *testing.T) {
+func TestForTasksRunsEachIndexOnce(t *testing.T) {
 	prev := runtime.GOMAXPROCS(2)
 	defer runtime.GOMAXPROCS(prev)
 	for _, tc := range []struct{ n, work int }{{0, 0}, {1, 1 << 30}, {7, 0}, {7, 1 << 30}, {100, 1 << 30}} {
 		counts := make([]int32, tc.n)
-		miscParallel(tc.n, tc.work, func(i int) { atomic.AddInt32(&counts[i], 1) })
+		forTasks(tc.n, float64(tc.work), func(i int) { atomic.AddInt32(&counts[i], 1) })
 		for i, c := range counts {
 			if c != 1 {
 				t.Fatalf("n=%d work=%d: index %d ran %d times", tc.n, tc.work, i, c)
@@ -343,7 +343,7 @@ func TestRFFShapeErrors(t *testing.T) {
 }
 
 func TestRFFOpRejectsBadValues(t *testing.T) {
-	op := &rffOp{id: miscNextOpID(), st: &rffState{}}
+	op := &rffOp{id: opSeq.Add(1), st: &rffState{}}
 	x := miscDense(tensor.Shape{1, 2, 3}, make([]float64, 6))
 	omega := miscDense(tensor.Shape{1, 4, 2}, make([]float64, 8)) // f mismatch
 	b := miscDense(tensor.Shape{1, 4}, make([]float64, 4))
@@ -369,9 +369,9 @@ func rffBenchOps(b *testing.B, d rffDims) {
 	bv := miscDense(tensor.Shape{d.T, d.D}, ph)
 	gv := miscDense(tensor.Shape{d.T, d.n, d.D}, miscNormals(miscRNG(6), d.T*d.n*d.D, 1))
 	st := &rffState{}
-	fwd := &rffOp{id: miscNextOpID(), st: st}
-	gx := &rffGradOp{id: miscNextOpID(), wrt: 0, st: st}
-	gw := &rffGradOp{id: miscNextOpID(), wrt: 1, st: st}
+	fwd := &rffOp{id: opSeq.Add(1), st: st}
+	gx := &rffGradOp{id: opSeq.Add(1), wrt: 0, st: st}
+	gw := &rffGradOp{id: opSeq.Add(1), wrt: 1, st: st}
 	z, err := fwd.Do(xv, ov, bv)
 	if err != nil {
 		b.Fatal(err)
