@@ -295,7 +295,7 @@ func (op *attOp) OverwritesInput() int { return -1 }
 func (op *attOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "engine.LaplaceAttention#%d", op.id)
 }
-func (op *attOp) Hashcode() uint32 { return miscHash(op) }
+func (op *attOp) Hashcode() uint32 { return opHash(op) }
 func (op *attOp) String() string   { return fmt.Sprintf("LaplaceAttention#%d", op.id) }
 
 func (op *attOp) DiffWRT(inputs int) []bool { return []bool{true, true} }
@@ -413,7 +413,7 @@ func (op *attGradOp) OverwritesInput() int { return -1 }
 func (op *attGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "engine.LaplaceAttentionGrad%d#%d", op.wrt, op.id)
 }
-func (op *attGradOp) Hashcode() uint32 { return miscHash(op) }
+func (op *attGradOp) Hashcode() uint32 { return opHash(op) }
 func (op *attGradOp) String() string {
 	return fmt.Sprintf("LaplaceAttentionGrad[%s]#%d", [2]string{"q", "k"}[op.wrt], op.id)
 }

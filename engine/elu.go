@@ -133,7 +133,7 @@ func (op *eluOp) ReturnsPtr() bool      { return false }
 func (op *eluOp) CallsExtern() bool     { return false }
 func (op *eluOp) OverwritesInput() int  { return -1 }
 func (op *eluOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "engine.ELU#%d", op.id) }
-func (op *eluOp) Hashcode() uint32      { return miscHash(op) }
+func (op *eluOp) Hashcode() uint32      { return opHash(op) }
 func (op *eluOp) String() string        { return fmt.Sprintf("ELU#%d", op.id) }
 
 func (op *eluOp) DiffWRT(inputs int) []bool { return []bool{true} }
@@ -185,5 +185,5 @@ func (op *eluGradOp) ReturnsPtr() bool      { return false }
 func (op *eluGradOp) CallsExtern() bool     { return false }
 func (op *eluGradOp) OverwritesInput() int  { return -1 }
 func (op *eluGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "engine.ELUGrad#%d", op.id) }
-func (op *eluGradOp) Hashcode() uint32      { return miscHash(op) }
+func (op *eluGradOp) Hashcode() uint32      { return opHash(op) }
 func (op *eluGradOp) String() string        { return fmt.Sprintf("ELUGrad#%d", op.id) }

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -1267,9 +1266,7 @@ func (op *FlowOp) String() string {
 }
 
 func flowHash(op gorgonia.Op) uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
+	return opHash(op)
 }
 
 // DiffWRT implements gorgonia.SDOp.

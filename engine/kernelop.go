@@ -36,6 +36,13 @@ type kernelOp struct {
 	}
 }
 
+// opHash is every op's Hashcode: the FNV-32a of what its WriteHash writes.
+func opHash(op interface{ WriteHash(hash.Hash) }) uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+
 func newKernelOp(k kernelOp) *kernelOp {
 	k.id = opSeq.Add(1)
 	return &k
@@ -130,9 +137,7 @@ func (op *kernelOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%s#%d", op.name, op.id)
 }
 func (op *kernelOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
+	return opHash(op)
 }
 func (op *kernelOp) String() string { return op.name }
 
@@ -218,8 +223,6 @@ func (op *kernelGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "%s#%d/grad%d", op.fwd.name, op.fwd.id, op.which)
 }
 func (op *kernelGradOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
+	return opHash(op)
 }
 func (op *kernelGradOp) String() string { return fmt.Sprintf("∂%s/∂in%d", op.fwd.name, op.which) }

@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 	"math/rand/v2"
 
@@ -392,9 +391,7 @@ func (op *LSTMOp) WriteHash(h hash.Hash) {
 
 // Hashcode hashes WriteHash's output.
 func (op *LSTMOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
+	return opHash(op)
 }
 
 func (op *LSTMOp) String() string {
@@ -529,9 +526,7 @@ func (op *lstmGradOp) WriteHash(h hash.Hash) {
 }
 
 func (op *lstmGradOp) Hashcode() uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
+	return opHash(op)
 }
 
 func (op *lstmGradOp) String() string {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 
 	"github.com/chewxy/hm"
@@ -17,12 +16,6 @@ import (
 // Helpers shared by the ops of rff.go, attention.go and elu.go. They carry a
 // "misc" prefix because other files of the package are written concurrently
 // and generic names would collide.
-
-func miscHash(op interface{ WriteHash(hash.Hash) }) uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
-}
 
 // miscCheckNode validates a graph input at build time, so that misuse is
 // reported by the constructor rather than by type unification deep in
@@ -301,7 +294,7 @@ func (op *rffOp) OverwritesInput() int { return -1 }
 func (op *rffOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "engine.RFFFeatures#%d", op.id)
 }
-func (op *rffOp) Hashcode() uint32 { return miscHash(op) }
+func (op *rffOp) Hashcode() uint32 { return opHash(op) }
 func (op *rffOp) String() string   { return fmt.Sprintf("RFFFeatures#%d", op.id) }
 
 func (op *rffOp) DiffWRT(inputs int) []bool { return []bool{true, true, false} }
@@ -415,7 +408,7 @@ func (op *rffGradOp) OverwritesInput() int { return -1 }
 func (op *rffGradOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "engine.RFFFeaturesGrad%d#%d", op.wrt, op.id)
 }
-func (op *rffGradOp) Hashcode() uint32 { return miscHash(op) }
+func (op *rffGradOp) Hashcode() uint32 { return opHash(op) }
 func (op *rffGradOp) String() string {
 	return fmt.Sprintf("RFFFeaturesGrad[%s]#%d", [2]string{"x", "omega"}[op.wrt], op.id)
 }
