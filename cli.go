@@ -248,7 +248,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	m, _, err := engine.LoadModel(filepath.Join(*run, engine.FileCheckpoint), src)
+	m, err := ck.Model(src)
 	if err != nil {
 		return fail(stderr, err)
 	}

@@ -95,21 +95,30 @@ func (c *Checkpoint) restore(m *Model, opt *Optimizer) error {
 	return nil
 }
 
-// LoadModel rebuilds the model saved in a checkpoint, for evaluation.
+// LoadModel rebuilds the model saved in a checkpoint file, for evaluation.
 func LoadModel(path string, src TaskSource) (*Model, *Checkpoint, error) {
 	c, err := LoadCheckpoint(path)
 	if err != nil {
 		return nil, nil, err
 	}
+	m, err := c.Model(src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, c, nil
+}
+
+// Model rebuilds the checkpoint's model on its task family src.
+func (c *Checkpoint) Model(src TaskSource) (*Model, error) {
 	if c.Source != src.Name() {
-		return nil, nil, fmt.Errorf("%w: %s was trained on %q, not %q", ErrBadCheckpoint, path, c.Source, src.Name())
+		return nil, fmt.Errorf("%w: trained on %q, not %q", ErrBadCheckpoint, c.Source, src.Name())
 	}
 	m, err := NewModel(c.Config, src)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := c.restore(m, NewOptimizer(c.Config, m.Params.List)); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return m, c, nil
+	return m, nil
 }
