@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -83,7 +82,6 @@ func BenchmarkSineStep(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&ms)
 			b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heapMB")
-			_ = fmt.Sprint()
 		})
 	}
 }
