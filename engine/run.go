@@ -23,7 +23,7 @@ type Snapshot struct {
 	Wall                             time.Duration // training time so far, resumed runs included
 	ItersPerSec                      float64       // over this process's iterations
 	Display                          *Display      // set when a display snapshot was taken
-	Eval                             *EvalResult   // set once the final evaluation is done
+	Eval                             *EvalResult   // set by the final evaluation (with Done) and by CmdEvaluate
 	Done                             bool
 }
 
@@ -51,6 +51,9 @@ type RunOptions struct {
 	DisplayTask  int           // which display task to draw
 	DisplayDraws int           // ω draws for the display's spread; default 8
 	SkipEval     bool          // skip the final evaluation
+
+	// Control carries commands served between iterations (control.go); nil: none.
+	Control <-chan Command
 }
 
 // Result is what a finished or interrupted run produced.
@@ -231,8 +234,16 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		return res, cause
 	}
 
+	ctl := &control{ch: opts.Control, m: m, cfg: cfg, opts: &opts, obs: obs, snap: snapshot,
+		save: func(iter int) error { return save(iter, trainSec()) }}
+
 	for iter := start; iter < cfg.Iters; iter++ {
 		if err := ctx.Err(); err != nil {
+			return stop(iter, err)
+		}
+		spent, err := ctl.serve(ctx, iter)
+		t0 = t0.Add(spent) // pauses and commands are not training time
+		if err != nil {
 			return stop(iter, err)
 		}
 		st, err := m.trainStep(iter, opt, &grads)
