@@ -11,10 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/chewxy/hm"
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"github.com/mkbench/mkbench/engine/internal/sgemm"
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
-	"gonum.org/v1/gonum/blas/gonum"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -547,44 +545,10 @@ func (p *flowPool) parallel(n int, rev bool, job flowJob) {
 	p.job = nil
 }
 
-// flowGemm computes C = A·B + beta·C (A, B optionally transposed) with
-// blas64. gonum's Dgemm forks goroutines once C spans ≥ 4 blocks of 64×64;
-// tasks already occupy every core, so with gonum installed calls are cut
-// into panels that stay below that threshold (serial and allocation-free).
-// Another implementation (blas64.Use) gets whole products.
+// flowGemm computes C = A·B + beta·C (A, B optionally transposed) in
+// float64, for the finite-difference instantiation of the flow.
 func flowGemm(tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	rows, cols := m, n
-	if _, ok := blas64.Implementation().(gonum.Implementation); ok && ((m+63)/64)*((n+63)/64) >= 4 {
-		rows = 64
-		if (n+63)/64 >= 4 {
-			cols = 192
-		}
-	}
-	for i := 0; i < m; i += rows {
-		mb := min(rows, m-i)
-		for j := 0; j < n; j += cols {
-			nb := min(cols, n-j)
-			ta, tb := blas.NoTrans, blas.NoTrans
-			var A, B blas64.General
-			if tA {
-				ta = blas.Trans
-				A = blas64.General{Rows: k, Cols: mb, Stride: lda, Data: a[i:]}
-			} else {
-				A = blas64.General{Rows: mb, Cols: k, Stride: lda, Data: a[i*lda:]}
-			}
-			if tB {
-				tb = blas.Trans
-				B = blas64.General{Rows: nb, Cols: k, Stride: ldb, Data: b[j*ldb:]}
-			} else {
-				B = blas64.General{Rows: k, Cols: nb, Stride: ldb, Data: b[j:]}
-			}
-			C := blas64.General{Rows: mb, Cols: nb, Stride: ldc, Data: c[i*ldc+j:]}
-			blas64.Gemm(ta, tb, 1, A, B, beta, C)
-		}
-	}
+	dgemm.Gemm(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
 }
 
 // flowTranspose writes the transpose of the r×c matrix src (row stride

@@ -7,8 +7,8 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -83,22 +83,9 @@ func miscNewDense(shape tensor.Shape) (*tensor.Dense, []float64) {
 	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(data)), data
 }
 
-// miscGemm computes C = alpha·op(A)·op(B) + beta·C on row-major blocks
-// through blas64, so that a faster BLAS can be swapped in with blas64.Use.
+// miscGemm computes C = alpha·op(A)·op(B) + beta·C on row-major blocks.
 func miscGemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	ar, ac := m, k
-	if tA == blas.Trans {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if tB == blas.Trans {
-		br, bc = n, k
-	}
-	blas64.Gemm(tA, tB, alpha,
-		blas64.General{Rows: ar, Cols: ac, Stride: lda, Data: a},
-		blas64.General{Rows: br, Cols: bc, Stride: ldb, Data: b},
-		beta,
-		blas64.General{Rows: m, Cols: n, Stride: ldc, Data: c})
+	dgemm.Gemm(tA == blas.Trans, tB == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // RFF kernels. Layout: x (T,n,f), omega (T,D,f), b (T,D), z (T,n,D).
@@ -123,7 +110,8 @@ func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 			for i := range d.n {
 				row := zt[i*d.D : (i+1)*d.D]
 				for j, a := range row {
-					row[j] = c * math.Cos(a+bt[j])
+					_, co := sincos(a + bt[j])
+					row[j] = c * co
 				}
 			}
 			return
@@ -133,7 +121,7 @@ func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 			row := zt[i*d.D : (i+1)*d.D]
 			srow := st[i*d.D : (i+1)*d.D]
 			for j, a := range row {
-				s, co := math.Sincos(a + bt[j])
+				s, co := sincos(a + bt[j])
 				row[j] = c * co
 				srow[j] = s
 			}

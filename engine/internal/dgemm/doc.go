@@ -1,0 +1,19 @@
+// Package dgemm is the float64 twin of package sgemm: a small serial matrix
+// multiply C = alpha·op(A)·op(B) + beta·C on row-major matrices, with the
+// same optional fused epilogue (row bias, ReLU, zero mask), for the
+// engine's float64 products: the random-feature op, the KRR and attention
+// ops and, through BLAS, gorgonia's own matrix products.
+//
+// gonum's pure-Go Dgemm reaches 3–6 GFLOP/s on the engine's small shapes
+// (every dimension among 5…128); the AVX2+FMA micro-kernel here reaches
+// 40–55 on one core of the 2-core development machine. The design is
+// sgemm's, translated: A is never packed but broadcast in place with a row
+// and a k stride, B is read in place or packed into 8- and 4-column panels,
+// a tile of up to 6×8 results lives in 12 YMM registers. CPUs without AVX2
+// and FMA, other architectures and builds with the purego tag use portable
+// Go kernels with the same blocking.
+//
+// Every routine is serial and sums in an order fixed by the shapes alone, so
+// results are bit-for-bit reproducible for the same inputs whatever
+// GOMAXPROCS is. The assembly and portable kernels round differently (FMA).
+package dgemm

@@ -1,0 +1,25 @@
+//go:build amd64 && !purego
+
+package dgemm
+
+import "golang.org/x/sys/cpu"
+
+// The assembly micro-kernels (kernel_amd64.s) implement kernelFunc with
+// AVX2 and FMA3: a 6×16 tile lives in 12 YMM registers.
+
+//go:noescape
+func kern8AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb int, c *float64, ldc int, alpha, beta float64, flags int, bias, mask *float64, ldm int)
+
+//go:noescape
+func kern4AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb int, c *float64, ldc int, alpha, beta float64, flags int, bias, mask *float64, ldm int)
+
+var avx2Impl = impl{name: "avx2", full: kern8AVX2, half: kern4AVX2}
+
+// detect returns the assembly kernels when the CPU (and OS, which must save
+// the YMM state: x/sys/cpu folds that into HasAVX) supports them.
+func detect() []*impl {
+	if cpu.X86.HasAVX && cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		return []*impl{&avx2Impl, &goImpl}
+	}
+	return []*impl{&goImpl}
+}
