@@ -41,10 +41,19 @@ func toFloat32AVX(dst *float32, ldd int, src *float64, lds, rows, cols int)
 //go:noescape
 func toFloat64AVX(dst *float64, ldd int, src *float32, lds, rows, cols int)
 
+// Pooling kernels: see pool_amd64.s and pool.go.
+//
+//go:noescape
+func maxPool4AVX(out *float32, arg *uint8, a, b, c, d *float32, n int)
+
+//go:noescape
+func unpool4AVX(a, b, c, d, gv, out *float32, arg *uint8, scale float32, n int)
+
 var avx2Impl = impl{
 	name: "avx2", k16: kern16AVX2, k8: kern8AVX2, transpose8: transpose8AVX,
 	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
 	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX,
+	maxPool4: maxPool4AVX, unpool4: unpool4AVX,
 }
 
 // detect returns the assembly kernels when the CPU (and OS, which must save
