@@ -10,12 +10,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/ui"
+	"github.com/mkbench/mkbench/ui/session"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -24,7 +27,9 @@ var version = "0.1.0-dev"
 const usage = `mkbench: a workbench for MetaKernel few-shot learning
 
 Usage:
-  mkbench                       train the default preset (sine-5shot, metakernel) headless
+  mkbench                       open the workbench (terminal UI): pick a preset, watch it train
+  mkbench tui [--preset NAME] [--iters N] [--seed S]
+                                the workbench, optionally starting a preset at once
   mkbench run --preset NAME [--variant V] [--iters N] [--seed S] [--out DIR] [--eval-tasks N]
   mkbench run --resume DIR [--iters N]
   mkbench eval --run DIR [--eval-tasks N] [--json]
@@ -37,9 +42,11 @@ Runs go to ./runs (or $MKBENCH_RUNS) unless --out is given.
 
 func cli(args []string, stdout, stderr *os.File) int {
 	if len(args) == 0 {
-		return cmdRun([]string{"--preset", "sine-5shot"}, stdout, stderr)
+		return cmdTUI(nil, stdout, stderr)
 	}
 	switch args[0] {
+	case "tui":
+		return cmdTUI(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
 	case "eval":
@@ -172,11 +179,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		}
 		dir = *out
 		if dir == "" {
-			root := os.Getenv("MKBENCH_RUNS")
-			if root == "" {
-				root = "runs"
-			}
-			dir = filepath.Join(root, fmt.Sprintf("%s-%s-s%d-%s", p.Name, strings.ReplaceAll(cfg.Variant(), "+", "_"), cfg.Seed, time.Now().Format("20060102-150405")))
+			dir = session.NewRunDir(session.RunsRoot(), p.Name, cfg.Variant(), cfg.Seed, time.Now())
 		}
 		if !*quiet {
 			fmt.Fprintf(stdout, "training %s, variant %s, seed %d, %d iterations → %s\n", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
@@ -200,6 +203,55 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	fmt.Fprintf(stdout, "done: %d iterations in %.1fs (%.2f ms/iter); eval %s\n", res.Iters, res.TrainSeconds, res.MsPerIter, res.Eval)
 	fmt.Fprintf(stdout, "files: %s\n", dir)
 	return 0
+}
+
+// cmdTUI opens the workbench. It needs a terminal on both ends; without
+// one (a pipe, a CI job) it says so and points at the headless command.
+func cmdTUI(args []string, stdout, stderr *os.File) int {
+	fs := newFlags("tui")
+	preset := fs.String("preset", "", "start this preset at once (default: pick one)")
+	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
+	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
+	if err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			flagHelp(fs, stdout)
+			return 0
+		}
+		return fail(stderr, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["iters"] && *iters <= 0 {
+		return fail(stderr, fmt.Errorf("tui: --iters must be positive, got %d", *iters))
+	}
+	if set["seed"] && *seed < 0 {
+		return fail(stderr, fmt.Errorf("tui: --seed must be ≥ 0, got %d", *seed))
+	}
+	if *preset != "" {
+		if _, err := presets.Get(*preset); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	if why := noTerminal(os.Stdin, stdout); why != "" {
+		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
+	}
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed}, stdout); err != nil {
+		return fail(stderr, err)
+	}
+	return 0
+}
+
+// noTerminal says why the workbench cannot open, or "" when it can.
+func noTerminal(in, out *os.File) string {
+	switch {
+	case os.Getenv("CI") != "":
+		return "CI is set"
+	case !term.IsTerminal(int(out.Fd())):
+		return "stdout is not a terminal"
+	case !term.IsTerminal(int(in.Fd())):
+		return "stdin is not a terminal"
+	}
+	return ""
 }
 
 // progressPrinter prints a progress line every two seconds.

@@ -1,5 +1,6 @@
 // Command mkbench is a terminal workbench for MetaKernel few-shot learning.
-// Without arguments it trains the default preset; `mkbench help` lists the
+// Without arguments it opens the workbench (package ui) when it has a
+// terminal, and otherwise points at `mkbench run`; `mkbench help` lists the
 // headless commands that scripts and CI use.
 package main
 

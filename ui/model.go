@@ -1,0 +1,203 @@
+package ui
+
+import (
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/ui/session"
+)
+
+// Options configure the workbench.
+type Options struct {
+	Preset string // start this preset at once instead of showing the picker
+	Iters  int    // iteration budget; 0 is the preset's
+	Seed   int64  // < 0 is the preset's
+	Root   string // runs root; "" is session.RunsRoot()
+	// Configure, if set, adjusts every run's config last (tests use it to
+	// make runs tiny).
+	Configure func(*engine.Config)
+	// NewSource builds task sources; nil is presets.NewSource.
+	NewSource func(string) (engine.TaskSource, error)
+	// Renderer styles the output; nil is lipgloss's default renderer,
+	// which follows the terminal and NO_COLOR.
+	Renderer *lipgloss.Renderer
+	// Interval is the shortest time between redraws for new data; 0 is
+	// session.DefaultInterval.
+	Interval time.Duration
+}
+
+// screen is the root model's state.
+type screen int
+
+const (
+	screenPicker screen = iota
+	screenDashboard
+)
+
+// batchMsg carries one batch of run updates from the session.
+type batchMsg struct {
+	ups []session.Update
+	ok  bool
+}
+
+// waitBatch is the command that brings the next batch; Update re-arms it
+// after each one, so exactly one is ever waiting.
+func waitBatch(s *session.Session) tea.Cmd {
+	return func() tea.Msg {
+		ups, ok := s.Next()
+		return batchMsg{ups, ok}
+	}
+}
+
+// Model is the root bubbletea model: the picker, then the dashboard,
+// with the help overlay above either.
+type Model struct {
+	opts     Options
+	theme    Theme
+	keys     KeyMap
+	screen   screen
+	picker   picker
+	dash     dashboard
+	sess     *session.Session
+	help     bool
+	quitting bool
+	w, h     int
+}
+
+// New returns the workbench model. Its session exists from the start, so
+// whoever runs the program can stop its runs afterwards (Session).
+func New(opts Options) Model {
+	r := opts.Renderer
+	if r == nil {
+		r = lipgloss.DefaultRenderer()
+	}
+	t := NewTheme(r)
+	k := DefaultKeyMap()
+	sess := session.New(presets.Preset{}, opts.Root)
+	sess.NewSource, sess.Interval = opts.NewSource, opts.Interval
+	sess.Configure = func(c *engine.Config) {
+		if opts.Iters > 0 {
+			c.Iters = opts.Iters
+		}
+		if opts.Seed >= 0 {
+			c.Seed = uint64(opts.Seed)
+		}
+		if opts.Configure != nil {
+			opts.Configure(c)
+		}
+	}
+	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k), sess: sess}
+}
+
+// Session is where the model's runs live.
+func (m Model) Session() *session.Session { return m.sess }
+
+// Init starts the preset given in the options, if any.
+func (m Model) Init() tea.Cmd {
+	if m.opts.Preset == "" {
+		return nil
+	}
+	p, err := presets.Get(m.opts.Preset)
+	if err != nil {
+		return tea.Sequence(tea.Println(err.Error()), tea.Quit)
+	}
+	return func() tea.Msg { return pickedMsg{p} }
+}
+
+// Update routes messages: sizes and run data to every screen, keys only
+// to the one showing.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var cmds []tea.Cmd
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.w, m.h = msg.Width, msg.Height
+		var cmd tea.Cmd
+		m.picker, cmd = m.picker.update(msg)
+		cmds = append(cmds, cmd)
+		if m.screen == screenDashboard {
+			m.dash, _ = m.dash.update(msg)
+		}
+		return m, tea.Batch(cmds...)
+
+	case pickedMsg:
+		m.sess.Preset = msg.p
+		m.dash = newDashboard(m.theme, m.keys, m.sess, msg.p)
+		m.dash.w, m.dash.h = m.w, m.h
+		m.screen = screenDashboard
+		m.dash.start(len(toggleVariants) - 1) // the default: metakernel
+		m.dash.render()
+		return m, waitBatch(m.sess)
+
+	case batchMsg:
+		m.dash, _ = m.dash.update(msg)
+		if m.quitting && m.dash.allEnded() {
+			return m, tea.Quit
+		}
+		if !msg.ok {
+			return m, nil
+		}
+		return m, waitBatch(m.sess)
+
+	case tea.KeyMsg:
+		if m.screen == screenPicker && m.picker.filtering() {
+			break // every key is filter text
+		}
+		switch {
+		case key.Matches(msg, m.keys.Quit):
+			return m.quit()
+		case key.Matches(msg, m.keys.Help):
+			m.help = !m.help
+			return m, nil
+		case m.help && msg.String() == "esc":
+			m.help = false
+			return m, nil
+		}
+		if m.help {
+			return m, nil // the overlay takes the keys it does not know
+		}
+	}
+	var cmd tea.Cmd
+	switch m.screen {
+	case screenPicker:
+		m.picker, cmd = m.picker.update(msg)
+	case screenDashboard:
+		m.dash, cmd = m.dash.update(msg)
+	}
+	return m, cmd
+}
+
+// quit stops the runs first: each saves a checkpoint and the program ends
+// when the last one has. A second quit does not wait.
+func (m Model) quit() (tea.Model, tea.Cmd) {
+	if m.screen != screenDashboard || m.quitting || m.dash.allEnded() {
+		return m, tea.Quit
+	}
+	m.quitting = true
+	m.dash.quitting = true
+	m.dash.stopAll()
+	m.dash.render()
+	return m, nil
+}
+
+// View returns the last rendered frame, with the help overlay if open.
+func (m Model) View() string {
+	if m.w == 0 {
+		return ""
+	}
+	if m.help {
+		groups := m.keys.Groups()
+		if m.screen == screenPicker {
+			groups = m.keys.PickerGroups()
+		}
+		return helpView(m.theme, groups, m.w, m.h)
+	}
+	if m.screen == screenPicker {
+		return m.picker.view()
+	}
+	return m.dash.view()
+}

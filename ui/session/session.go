@@ -1,0 +1,412 @@
+// Package session runs the workbench's trainings. Each variant trains in
+// its own goroutine through engine.Run; its observer only copies snapshots
+// into a mailbox and wakes the consumer, so training never waits for the
+// terminal. The UI takes everything pending in one batch (Next) at a
+// bounded rate. The package knows nothing of the terminal, so it is tested
+// on its own, race detector included.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+)
+
+// RunsRoot is where new runs go unless told otherwise: $MKBENCH_RUNS, else
+// ./runs. The headless CLI and the TUI share it, so their runs sit together.
+func RunsRoot() string {
+	if r := os.Getenv("MKBENCH_RUNS"); r != "" {
+		return r
+	}
+	return "runs"
+}
+
+// NewRunDir names a fresh run directory under root:
+// PRESET-VARIANT-sSEED-YYYYMMDD-HHMMSS, with "+" in the variant written as
+// "_" so the name needs no quoting. Two runs of the same variant started
+// within one second get "-2", "-3", … rather than colliding, because the
+// engine refuses a directory that already holds a run.
+func NewRunDir(root, preset, variant string, seed uint64, t time.Time) string {
+	base := filepath.Join(root, fmt.Sprintf("%s-%s-s%d-%s", preset, strings.ReplaceAll(variant, "+", "_"), seed, t.Format("20060102-150405")))
+	dir := base
+	for n := 2; ; n++ {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir
+		}
+		dir = fmt.Sprintf("%s-%d", base, n)
+	}
+}
+
+// DefaultInterval is the shortest time between two batches from Next:
+// 15 per second, inside the workbench's 20 redraws a second.
+const DefaultInterval = time.Second / 15
+
+// Session holds the runs of one preset. Its exported fields are settings,
+// read when a run starts; set them before the first Start.
+type Session struct {
+	Preset presets.Preset
+	Root   string // runs root; "" is RunsRoot()
+	// Configure, if set, adjusts each run's config after its variant is
+	// applied (iteration budget, seed; tests shrink the model with it).
+	Configure func(*engine.Config)
+	// NewSource builds the task source; nil is presets.NewSource.
+	NewSource func(name string) (engine.TaskSource, error)
+	Interval  time.Duration // between batches; 0 is DefaultInterval
+
+	notify    chan struct{} // one slot: "something is pending"
+	closed    chan struct{}
+	closeOnce sync.Once
+	lastBatch time.Time // touched by Next's caller only
+
+	mu     sync.Mutex
+	runs   []*Run
+	nextID int
+}
+
+// New returns a session for preset p with runs under root.
+func New(p presets.Preset, root string) *Session {
+	return &Session{Preset: p, Root: root, notify: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// Point is one curve sample: the scalars of one snapshot.
+type Point struct {
+	Iter                 int
+	Loss, Data, KL, ELBO float64
+}
+
+// Run is one training run: a variant of the session's preset in its own
+// run directory. Its exported fields do not change after Start.
+type Run struct {
+	ID      int
+	Variant string
+	Dir     string
+	Config  engine.Config
+	Resumed bool // continues an earlier run's directory
+
+	sess   *Session
+	ctl    chan engine.Command
+	cancel context.CancelFunc
+	done   chan struct{}
+	box    mailbox
+}
+
+// Start begins training variant in a new run directory, drawing display
+// task displayTask. It returns at once; the run reports through Next.
+func (s *Session) Start(variant string, displayTask int) (*Run, error) {
+	cfg := s.Preset.Config
+	cfg.EmbedHidden = append([]int(nil), cfg.EmbedHidden...)
+	layers := cfg.FlowLayers
+	if layers <= 0 {
+		layers = 4
+	}
+	if err := cfg.ApplyVariant(variant, layers); err != nil {
+		return nil, err
+	}
+	if s.Configure != nil {
+		s.Configure(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	root := s.Root
+	if root == "" {
+		root = RunsRoot()
+	}
+	dir := NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, time.Now())
+	return s.launch(&Run{Variant: cfg.Variant(), Dir: dir, Config: cfg}, displayTask)
+}
+
+// Resume continues a run that was stopped before its end, in its own
+// directory and from its checkpoint, as `mkbench run --resume` would.
+func (s *Session) Resume(prev *Run, displayTask int) (*Run, error) {
+	select {
+	case <-prev.done:
+	default:
+		return nil, fmt.Errorf("session: %s is still running", prev.Variant)
+	}
+	return s.launch(&Run{Variant: prev.Variant, Dir: prev.Dir, Config: prev.Config, Resumed: true}, displayTask)
+}
+
+func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
+	select {
+	case <-s.closed:
+		return nil, errors.New("session: closed")
+	default:
+	}
+	newSource := s.NewSource
+	if newSource == nil {
+		newSource = presets.NewSource
+	}
+	src, err := newSource(s.Preset.Source)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.sess, r.cancel = s, cancel
+	r.ctl = make(chan engine.Command, 16)
+	r.done = make(chan struct{})
+	s.mu.Lock()
+	s.nextID++
+	r.ID = s.nextID
+	s.runs = append(s.runs, r)
+	s.mu.Unlock()
+
+	opts := engine.RunOptions{Preset: s.Preset.Name, Dir: r.Dir, Resume: r.Resumed, DisplayTask: displayTask, Control: r.ctl}
+	cfg := r.Config
+	if r.Resumed {
+		cfg.Iters = 0 // the checkpoint's budget
+	}
+	obs := engine.ObserverFunc(func(snap engine.Snapshot) error {
+		r.box.observe(snap)
+		s.wake()
+		return nil
+	})
+	go func() {
+		res, err := safeRun(ctx, cfg, src, opts, obs)
+		cancel()
+		// Done before the news: whoever reads Ended may Resume at once.
+		close(r.done)
+		r.box.end(res, err)
+		s.wake()
+	}()
+	return r, nil
+}
+
+// safeRun is engine.Run with one more recover: a worker must never take
+// the terminal down with it.
+func safeRun(ctx context.Context, cfg engine.Config, src engine.TaskSource, opts engine.RunOptions, obs engine.Observer) (res engine.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("session: training worker panicked: %v", p)
+		}
+	}()
+	return engine.Run(ctx, cfg, src, opts, obs)
+}
+
+func (s *Session) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Send queues a command for the run's next iteration boundary. Its reply
+// arrives in a later Update. Send never blocks; it reports false when the
+// run has ended or its queue is full.
+func (r *Run) Send(cmd engine.Command) bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+	}
+	cmd.Reply = func(rep engine.Reply) {
+		r.box.reply(rep)
+		r.sess.wake()
+	}
+	select {
+	case r.ctl <- cmd:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop asks the run to stop: it checkpoints and ends (Update.Ended). A run
+// in its final evaluation finishes that first.
+func (r *Run) Stop() { r.cancel() }
+
+// Done is closed when the run's goroutine has ended.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Alive reports whether the run's goroutine is still going.
+func (r *Run) Alive() bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Outcome is how a run ended.
+type Outcome struct {
+	Result engine.Result
+	Err    error
+}
+
+// Outcome returns how the run ended, and false while it has not.
+func (r *Run) Outcome() (Outcome, bool) {
+	r.box.mu.Lock()
+	defer r.box.mu.Unlock()
+	return Outcome{r.box.result, r.box.err}, r.box.ended
+}
+
+// Runs returns every run started in the session, in start order.
+func (s *Session) Runs() []*Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Run(nil), s.runs...)
+}
+
+// StopAll asks every run to stop.
+func (s *Session) StopAll() {
+	for _, r := range s.Runs() {
+		r.Stop()
+	}
+}
+
+// Wait waits until every run has ended or the timeout passes, and reports
+// whether they all ended.
+func (s *Session) Wait(timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for _, r := range s.Runs() {
+		select {
+		case <-r.done:
+		case <-deadline:
+			return false
+		}
+	}
+	return true
+}
+
+// Close stops every run and makes Next return false once nothing is
+// pending. It does not wait; see Wait.
+func (s *Session) Close() {
+	s.StopAll()
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// Update is what one run produced since the previous batch.
+type Update struct {
+	Run     *Run
+	Points  []Point          // one per snapshot, in order
+	Last    *engine.Snapshot // the newest snapshot, Display and Eval removed
+	Display *engine.Display  // the newest display snapshot, if any came
+	Eval    *engine.EvalResult
+	Final   bool // Eval is the run's final evaluation
+	Replies []engine.Reply
+	Ended   bool // the run is over; Result and Err are its outcome
+	Result  engine.Result
+	Err     error
+}
+
+// Drain returns, without waiting, what every run produced since the last
+// batch; runs with nothing new are left out.
+func (s *Session) Drain() []Update {
+	var ups []Update
+	for _, r := range s.Runs() {
+		if u, ok := r.box.take(); ok {
+			u.Run = r
+			ups = append(ups, u)
+		}
+	}
+	return ups
+}
+
+// Next waits until some run has something new, then returns everything
+// pending as one batch, never sooner than Interval after the previous
+// batch: the UI redraws once per batch, whatever the number of runs. It
+// returns false when the session is closed and nothing is pending. One
+// goroutine at a time may call it.
+func (s *Session) Next() ([]Update, bool) {
+	for {
+		select {
+		case <-s.notify:
+		case <-s.closed:
+			ups := s.Drain()
+			return ups, len(ups) > 0
+		}
+		iv := s.Interval
+		if iv <= 0 {
+			iv = DefaultInterval
+		}
+		if wait := time.Until(s.lastBatch.Add(iv)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-s.closed:
+			}
+		}
+		s.lastBatch = time.Now()
+		if ups := s.Drain(); len(ups) > 0 {
+			return ups, true
+		}
+	}
+}
+
+// maxPending bounds a mailbox's curve points should nobody drain it; the
+// oldest half goes first.
+const maxPending = 1 << 16
+
+// mailbox is where a run's goroutine leaves what the UI has not taken yet.
+// Every method holds the lock only to copy, so training never waits long.
+type mailbox struct {
+	mu      sync.Mutex
+	fresh   bool
+	points  []Point
+	last    *engine.Snapshot
+	display *engine.Display
+	eval    *engine.EvalResult
+	final   bool
+	replies []engine.Reply
+	ended   bool
+	result  engine.Result
+	err     error
+}
+
+func (b *mailbox) observe(s engine.Snapshot) {
+	disp, ev := s.Display, s.Eval
+	s.Display, s.Eval = nil, nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fresh = true
+	if len(b.points) >= maxPending {
+		b.points = append(b.points[:0], b.points[maxPending/2:]...)
+	}
+	b.points = append(b.points, Point{Iter: s.Iter, Loss: s.Loss, Data: s.Data, KL: s.KL, ELBO: s.ELBO})
+	b.last = &s
+	if disp != nil {
+		b.display = disp
+	}
+	if ev != nil {
+		e := *ev
+		e.PerTask = nil // the UI shows the summary only; keep the copy small
+		b.eval, b.final = &e, s.Done
+	}
+}
+
+func (b *mailbox) reply(r engine.Reply) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fresh = true
+	b.replies = append(b.replies, r)
+}
+
+func (b *mailbox) end(res engine.Result, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fresh = true
+	b.ended, b.result, b.err = true, res, err
+}
+
+func (b *mailbox) take() (Update, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.fresh {
+		return Update{}, false
+	}
+	u := Update{Points: b.points, Last: b.last, Display: b.display, Eval: b.eval, Final: b.final,
+		Replies: b.replies, Ended: b.ended, Result: b.result, Err: b.err}
+	b.fresh = false
+	b.points, b.last, b.display, b.eval, b.final, b.replies = nil, nil, nil, nil, false, nil
+	// ended stays set: a run ends once, and the flag only travels once
+	// because fresh is clear until something new (nothing) arrives.
+	return u, true
+}

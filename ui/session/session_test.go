@@ -1,0 +1,280 @@
+package session
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+)
+
+// tiny shrinks a run so tests take milliseconds per iteration.
+func tiny(iters int) func(*engine.Config) {
+	return func(c *engine.Config) {
+		c.Iters = iters
+		c.EmbedHidden = []int{8, 8}
+		c.InferHidden, c.PriorHidden, c.FlowHidden, c.Bases = 8, 8, 8, 16
+		c.MetaBatch, c.Query = 4, 5
+		c.SnapshotEvery, c.LogEvery, c.CheckpointSec = 5, 5, 0
+		c.EvalTasks, c.EvalQuery, c.EvalSamples = 8, 10, 1
+	}
+}
+
+func newTestSession(t *testing.T, iters int) *Session {
+	t.Helper()
+	p, err := presets.Get("sine-5shot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(p, t.TempDir())
+	s.Configure = tiny(iters)
+	s.Interval = 10 * time.Millisecond
+	t.Cleanup(func() {
+		s.Close()
+		if !s.Wait(30 * time.Second) {
+			t.Error("runs did not end")
+		}
+	})
+	return s
+}
+
+// until collects batches until done says so (or fails after a minute).
+func until(t *testing.T, s *Session, done func(Update) bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ups, ok := s.Next()
+		if !ok {
+			t.Fatal("session closed")
+		}
+		for _, u := range ups {
+			if done(u) {
+				return
+			}
+		}
+	}
+	t.Fatal("timed out")
+}
+
+func TestNewRunDir(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 3, 1, 12, 30, 5, 0, time.UTC)
+	d := NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at)
+	if want := filepath.Join(root, "sine-5shot-vrf_ctx-s7-20260301-123005"); d != want {
+		t.Fatalf("got %s, want %s", d, want)
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if d2 := NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at); d2 != d+"-2" {
+		t.Fatalf("a taken name gives %s", d2)
+	}
+	t.Setenv("MKBENCH_RUNS", "/tmp/x")
+	if RunsRoot() != "/tmp/x" {
+		t.Fatal("MKBENCH_RUNS ignored")
+	}
+	t.Setenv("MKBENCH_RUNS", "")
+	if RunsRoot() != "runs" {
+		t.Fatal("default root")
+	}
+}
+
+// A run reports curve points in order, its display and its final
+// evaluation, and leaves a complete run directory.
+func TestRunReportsAndFinishes(t *testing.T) {
+	s := newTestSession(t, 30)
+	r, err := s.Start("metakernel", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pts []Point
+	var disp *engine.Display
+	var final *engine.EvalResult
+	until(t, s, func(u Update) bool {
+		pts = append(pts, u.Points...)
+		if u.Display != nil {
+			disp = u.Display
+		}
+		if u.Final {
+			final = u.Eval
+		}
+		if u.Ended && u.Err != nil {
+			t.Fatal(u.Err)
+		}
+		return u.Ended
+	})
+	if len(pts) == 0 || pts[len(pts)-1].Iter != 30 {
+		t.Fatalf("points %v", pts)
+	}
+	for i := 1; i < len(pts); i++ {
+		if pts[i].Iter < pts[i-1].Iter {
+			t.Fatalf("points out of order: %v", pts)
+		}
+	}
+	if disp == nil || len(disp.OmegaSteps) != 5 {
+		t.Fatalf("display %+v", disp)
+	}
+	if final == nil || final.Tasks != 8 {
+		t.Fatalf("final eval %+v", final)
+	}
+	for _, f := range []string{engine.FileConfig, engine.FileMetrics, engine.FileCheckpoint, engine.FileSummary} {
+		if _, err := os.Stat(filepath.Join(r.Dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if r.Alive() {
+		t.Fatal("run still alive after Ended")
+	}
+}
+
+// Pause, checkpoint, evaluate and resume each come back as a reply; Stop
+// checkpoints, and Resume continues the same directory where it stopped.
+func TestCommandsStopAndResume(t *testing.T) {
+	s := newTestSession(t, 100000)
+	r, err := s.Start("vrf", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, s, func(u Update) bool { return u.Last != nil && u.Last.Iter >= 3 })
+	if !r.Send(engine.Command{Kind: engine.CmdPause}) {
+		t.Fatal("send refused")
+	}
+	var pausedAt int
+	until(t, s, func(u Update) bool {
+		for _, rep := range u.Replies {
+			if rep.Kind == engine.CmdPause {
+				pausedAt = rep.Iter
+				return true
+			}
+		}
+		return false
+	})
+	r.Send(engine.Command{Kind: engine.CmdCheckpoint})
+	r.Send(engine.Command{Kind: engine.CmdEvaluate, Tasks: 4})
+	var ck, ev bool
+	until(t, s, func(u Update) bool {
+		for _, rep := range u.Replies {
+			ck = ck || rep.Kind == engine.CmdCheckpoint && rep.Iter == pausedAt && rep.Err == nil
+		}
+		if u.Eval != nil && !u.Final && u.Eval.Tasks == 4 {
+			ev = true
+		}
+		return ck && ev
+	})
+	r.Send(engine.Command{Kind: engine.CmdResume})
+	until(t, s, func(u Update) bool { return u.Last != nil && u.Last.Iter > pausedAt+2 })
+	r.Stop()
+	var stoppedAt int
+	until(t, s, func(u Update) bool {
+		if u.Ended {
+			if !u.Result.Interrupted {
+				t.Fatalf("stop: %+v %v", u.Result, u.Err)
+			}
+			stoppedAt = u.Result.Iters
+		}
+		return u.Ended
+	})
+	r2, err := s.Resume(r, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Dir != r.Dir || !r2.Resumed {
+		t.Fatalf("resumed into %s", r2.Dir)
+	}
+	until(t, s, func(u Update) bool {
+		if u.Run != r2 || len(u.Points) == 0 {
+			return false
+		}
+		if u.Points[0].Iter <= stoppedAt {
+			t.Fatalf("resumed run starts at %d, stopped at %d", u.Points[0].Iter, stoppedAt)
+		}
+		return true
+	})
+	if r.Send(engine.Command{Kind: engine.CmdCheckpoint}) {
+		t.Fatal("an ended run accepted a command")
+	}
+}
+
+type panicky struct{ engine.TaskSource }
+
+func (panicky) Sample(*rand.Rand, *engine.Batch) { panic("task source exploded") }
+
+// A panic inside a worker ends that run with an error, nothing more.
+func TestWorkerPanicIsAnError(t *testing.T) {
+	s := newTestSession(t, 10)
+	s.NewSource = func(name string) (engine.TaskSource, error) {
+		src, err := presets.NewSource(name)
+		return panicky{src}, err
+	}
+	if _, err := s.Start("rff", 0); err != nil {
+		t.Fatal(err)
+	}
+	until(t, s, func(u Update) bool {
+		if u.Ended && (u.Err == nil || !strings.Contains(u.Err.Error(), "task source exploded")) {
+			t.Fatalf("want the panic as the run's error, got %v", u.Err)
+		}
+		return u.Ended
+	})
+}
+
+// Two runs report through one rate-limited stream of batches.
+func TestNextBatchesRuns(t *testing.T) {
+	s := newTestSession(t, 60)
+	s.Interval = 50 * time.Millisecond
+	for _, v := range []string{"rbf", "rff"} {
+		if _, err := s.Start(v, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last time.Time
+	ended := map[int]bool{}
+	for len(ended) < 2 {
+		ups, ok := s.Next()
+		if !ok {
+			t.Fatal("closed")
+		}
+		now := time.Now()
+		if !last.IsZero() && now.Sub(last) < 45*time.Millisecond {
+			t.Fatalf("batches %v apart", now.Sub(last))
+		}
+		last = now
+		for _, u := range ups {
+			if u.Ended {
+				if u.Err != nil {
+					t.Fatal(u.Err)
+				}
+				ended[u.Run.ID] = true
+			}
+		}
+	}
+}
+
+func TestCloseEndsNext(t *testing.T) {
+	s := newTestSession(t, 100000)
+	if _, err := s.Start("rbf", 0); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !s.Wait(30 * time.Second) {
+		t.Fatal("runs did not stop")
+	}
+	for {
+		ups, ok := s.Next()
+		if !ok {
+			break
+		}
+		if len(ups) == 0 {
+			t.Fatal("ok with nothing")
+		}
+	}
+	if _, err := s.Start("rbf", 0); err == nil {
+		t.Fatal("a closed session started a run")
+	}
+	if _, err := s.Start("nonsense", 0); err == nil {
+		t.Fatal("unknown variant accepted")
+	}
+}
