@@ -101,19 +101,23 @@ func fakeFile(c, k int) string       { return fmt.Sprintf("%04d_%02d.png", c+1, 
 
 // zipBytes packs entries in sorted order, as a zip tool would.
 func zipBytes(entries map[string][]byte) []byte {
-	names := make([]string, 0, len(entries))
-	for n := range entries {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for _, n := range names {
+	for _, n := range sortedKeys(entries) {
 		w, _ := zw.Create(n)
 		w.Write(entries[n])
 	}
 	zw.Close()
 	return buf.Bytes()
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // write puts the data set into dir, each half as a zip or unpacked.
