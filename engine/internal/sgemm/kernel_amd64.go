@@ -49,11 +49,16 @@ func maxPool4AVX(out *float32, arg *uint8, a, b, c, d *float32, n int)
 //go:noescape
 func unpool4AVX(a, b, c, d, gv, out *float32, arg *uint8, scale float32, n int)
 
+// bernoulliAVX: see mask_amd64.s and mask.go.
+//
+//go:noescape
+func bernoulliAVX(m *float32, key uint64, thr uint32, n int)
+
 var avx2Impl = impl{
 	name: "avx2", k16: kern16AVX2, k8: kern8AVX2, transpose8: transpose8AVX,
 	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
 	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX,
-	maxPool4: maxPool4AVX, unpool4: unpool4AVX,
+	maxPool4: maxPool4AVX, unpool4: unpool4AVX, bernoulli: bernoulliAVX,
 }
 
 // detect returns the assembly kernels when the CPU (and OS, which must save

@@ -59,6 +59,9 @@ type impl struct {
 	// pool.go.
 	maxPool4 func(out *float32, arg *uint8, a, b, c, d *float32, n int)
 	unpool4  func(a, b, c, d, gv, out *float32, arg *uint8, scale float32, n int)
+	// bernoulli fills n (a multiple of 16) mask elements, or is nil; see
+	// mask.go.
+	bernoulli func(m *float32, key uint64, thr uint32, n int)
 }
 
 var (
