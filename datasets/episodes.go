@@ -58,7 +58,7 @@ func (e *Episodes) Sample(rng *rand.Rand, b *engine.Batch) {
 		panic(fmt.Sprintf("datasets: Episodes.Sample: batch sized %d support, %d query, %d→%d, want %d, %d, %d→%d",
 			b.NS, b.NQ, b.InDim, b.OutDim, e.way*e.shot, e.way*e.query, OmniglotPixels, e.way))
 	}
-	classes := make([]int, e.set.NumClasses())
+	classes := make([]int32, e.set.NumClasses())
 	var images [OmniglotDrawings]int
 	for t := 0; t < b.T; t++ {
 		// A partial Fisher–Yates shuffle gives an ordered sample: every
@@ -66,7 +66,7 @@ func (e *Episodes) Sample(rng *rand.Rand, b *engine.Batch) {
 		// draw order as the labels is a uniformly random labelling.
 		// Resetting per task keeps each task independent of the last.
 		for i := range classes {
-			classes[i] = i
+			classes[i] = int32(i)
 		}
 		for j := 0; j < e.way; j++ {
 			k := j + rng.IntN(len(classes)-j)
@@ -88,12 +88,12 @@ func (e *Episodes) Sample(rng *rand.Rand, b *engine.Batch) {
 			}
 			for s, img := range images[:e.shot] {
 				row := j*e.shot + s
-				e.set.Image(c, img, xs[row*OmniglotPixels:])
+				e.set.Image(int(c), img, xs[row*OmniglotPixels:])
 				ys[row*e.way+j] = 1
 			}
 			for q, img := range images[e.shot : e.shot+e.query] {
 				row := j*e.query + q
-				e.set.Image(c, img, xq[row*OmniglotPixels:])
+				e.set.Image(int(c), img, xq[row*OmniglotPixels:])
 				yq[row*e.way+j] = 1
 			}
 		}

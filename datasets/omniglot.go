@@ -212,7 +212,7 @@ func LoadOmniglot(dir string, opts OmniglotOptions) (*Omniglot, error) {
 		chars = append(chars, c...)
 		files = append(files, f...)
 	}
-	o, err := newOmniglot(chars, key)
+	o, err := newOmniglot(chars, key, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -231,12 +231,18 @@ func LoadOmniglot(dir string, opts OmniglotOptions) (*Omniglot, error) {
 	return o, nil
 }
 
-// newOmniglot allocates the images of chars and indexes their IDs; two
-// characters with one ID would make split lines ambiguous.
-func newOmniglot(chars []OmniglotCharacter, key [32]byte) (*Omniglot, error) {
+// newOmniglot indexes the IDs of chars, whose images are pix, or zeros when
+// pix is nil; two characters with one ID would make split lines ambiguous.
+func newOmniglot(chars []OmniglotCharacter, key [32]byte, pix []uint8) (*Omniglot, error) {
+	n := len(chars) * OmniglotDrawings * OmniglotPixels
+	if pix == nil {
+		pix = make([]uint8, n)
+	} else if len(pix) != n {
+		return nil, fmt.Errorf("datasets: %d bytes of images for %d characters, want %d", len(pix), len(chars), n)
+	}
 	o := &Omniglot{
 		chars: chars,
-		pix:   make([]uint8, len(chars)*OmniglotDrawings*OmniglotPixels),
+		pix:   pix,
 		index: make(map[string]int, len(chars)),
 		key:   key,
 	}

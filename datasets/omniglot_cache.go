@@ -117,11 +117,12 @@ func decodeOmniglotCache(data []byte, key [32]byte) (*Omniglot, error) {
 			return nil, errBadCache
 		}
 	}
-	o, err := newOmniglot(chars, key)
-	if err != nil || len(rest) != len(o.pix) {
+	// The images stay in the file's buffer: copying them would double the
+	// memory a cached load needs.
+	o, err := newOmniglot(chars, key, rest)
+	if err != nil {
 		return nil, errBadCache
 	}
-	copy(o.pix, rest)
 	return o, nil
 }
 

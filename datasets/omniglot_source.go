@@ -36,8 +36,7 @@ type omniglotSource struct {
 
 type folderDrawing struct{ rel, abs string }
 
-// drawingFile is one PNG to decode; label names it in errors as the user
-// would find it ("images_background.zip: images_background/A/character01/0709_01.png").
+// drawingFile is one PNG to decode; label names it in errors (see where).
 type drawingFile struct {
 	label string
 	read  func() ([]byte, error)
@@ -151,12 +150,11 @@ func ignoredEntry(base string) bool {
 // list returns the half's characters sorted by alphabet and character name,
 // and their drawings in the same order, each character's sorted by file name.
 func (s *omniglotSource) list(background bool) ([]OmniglotCharacter, []drawingFile, error) {
-	label := s.path
 	var names []string
 	reads := map[string]func() ([]byte, error){}
 	add := func(name string, read func() ([]byte, error)) error {
 		if _, dup := reads[name]; dup {
-			return fmt.Errorf("datasets: %s: entry %q appears twice", label, name)
+			return fmt.Errorf("datasets: %s appears twice", s.where(name))
 		}
 		reads[name] = read
 		names = append(names, name)
@@ -167,7 +165,7 @@ func (s *omniglotSource) list(background bool) ([]OmniglotCharacter, []drawingFi
 			if strings.HasSuffix(f.Name, "/") || zipLitter(f.Name) {
 				continue
 			}
-			if err := add(f.Name, zipEntryReader(label, f)); err != nil {
+			if err := add(f.Name, zipEntryReader(s.where(f.Name), f)); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -178,7 +176,16 @@ func (s *omniglotSource) list(background bool) ([]OmniglotCharacter, []drawingFi
 			}
 		}
 	}
-	return groupDrawings(label, s.set, background, names, reads)
+	return s.groupDrawings(background, names, reads)
+}
+
+// where names an entry as the user would look for it: inside the zip, or
+// as a path on disk.
+func (s *omniglotSource) where(name string) string {
+	if s.zr != nil {
+		return fmt.Sprintf("%s: entry %q", s.path, name)
+	}
+	return filepath.Join(filepath.Dir(s.path), filepath.FromSlash(name))
 }
 
 // zipLitter is ignoredEntry for any component of a zip entry's path.
@@ -193,21 +200,22 @@ func zipLitter(name string) bool {
 
 // groupDrawings checks the layout <set>/<alphabet>/<character>/<drawing>.png
 // of every entry and groups the drawings by character.
-func groupDrawings(label, set string, background bool, names []string, reads map[string]func() ([]byte, error)) ([]OmniglotCharacter, []drawingFile, error) {
+func (s *omniglotSource) groupDrawings(background bool, names []string, reads map[string]func() ([]byte, error)) ([]OmniglotCharacter, []drawingFile, error) {
+	set := s.set
 	byChar := map[OmniglotCharacter][]string{}
 	for _, name := range names {
 		parts := strings.Split(name, "/")
 		if len(parts) != 4 || parts[0] != set || !validPart(parts[1]) || !validPart(parts[2]) || !validPart(parts[3]) {
-			return nil, nil, fmt.Errorf("datasets: %s: entry %q is not %s/<alphabet>/<character>/<drawing>.png", label, name, set)
+			return nil, nil, fmt.Errorf("datasets: %s is not in the layout %s/<alphabet>/<character>/<drawing>.png", s.where(name), set)
 		}
 		if !strings.EqualFold(path.Ext(name), ".png") {
-			return nil, nil, fmt.Errorf("datasets: %s: entry %q is not a PNG file", label, name)
+			return nil, nil, fmt.Errorf("datasets: %s is not a PNG file", s.where(name))
 		}
 		c := OmniglotCharacter{Background: background, Alphabet: parts[1], Name: parts[2]}
 		byChar[c] = append(byChar[c], name)
 	}
 	if len(byChar) == 0 {
-		return nil, nil, fmt.Errorf("datasets: %s holds no drawings (want %s/<alphabet>/<character>/<drawing>.png)", label, set)
+		return nil, nil, fmt.Errorf("datasets: %s holds no drawings (want %s/<alphabet>/<character>/<drawing>.png)", s.path, set)
 	}
 	chars := make([]OmniglotCharacter, 0, len(byChar))
 	for c := range byChar {
@@ -223,11 +231,15 @@ func groupDrawings(label, set string, background bool, names []string, reads map
 	for _, c := range chars {
 		drawings := byChar[c]
 		if len(drawings) != OmniglotDrawings {
-			return nil, nil, fmt.Errorf("datasets: %s: %s/%s has %d drawings, want %d", label, set, c.ID(), len(drawings), OmniglotDrawings)
+			folder := filepath.Join(filepath.Dir(s.path), set, c.Alphabet, c.Name)
+			if s.zr != nil {
+				folder = s.path + ": " + set + "/" + c.ID()
+			}
+			return nil, nil, fmt.Errorf("datasets: %s has %d drawings, want %d", folder, len(drawings), OmniglotDrawings)
 		}
 		sort.Strings(drawings)
 		for _, name := range drawings {
-			files = append(files, drawingFile{label: label + ": " + name, read: reads[name]})
+			files = append(files, drawingFile{label: s.where(name), read: reads[name]})
 		}
 	}
 	return chars, files, nil
@@ -235,19 +247,19 @@ func groupDrawings(label, set string, background bool, names []string, reads map
 
 func validPart(p string) bool { return p != "" && p != "." && p != ".." && !strings.Contains(p, "\\") }
 
-func zipEntryReader(label string, f *zip.File) func() ([]byte, error) {
+func zipEntryReader(where string, f *zip.File) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		if f.UncompressedSize64 > maxDrawingBytes {
-			return nil, fmt.Errorf("datasets: %s: entry %q is %d bytes, far more than a 105×105 drawing", label, f.Name, f.UncompressedSize64)
+			return nil, fmt.Errorf("datasets: %s is %d bytes, far more than a 105×105 drawing", where, f.UncompressedSize64)
 		}
 		rc, err := f.Open()
 		if err != nil {
-			return nil, fmt.Errorf("datasets: %s: entry %q: %w", label, f.Name, err)
+			return nil, fmt.Errorf("datasets: %s: %w", where, err)
 		}
 		defer rc.Close()
 		data, err := readAtMost(rc, maxDrawingBytes)
 		if err != nil {
-			return nil, fmt.Errorf("datasets: %s: entry %q: %w", label, f.Name, err)
+			return nil, fmt.Errorf("datasets: %s: %w", where, err)
 		}
 		return data, nil
 	}

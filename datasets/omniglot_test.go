@@ -119,7 +119,7 @@ func TestDecodeDrawingInverts(t *testing.T) {
 
 // oneImage is a data set of one character whose drawings are img.
 func oneImage(img []uint8) *Omniglot {
-	o, _ := newOmniglot([]OmniglotCharacter{{true, "A", "character01"}}, [32]byte{})
+	o, _ := newOmniglot([]OmniglotCharacter{{true, "A", "character01"}}, [32]byte{}, nil)
 	for k := 0; k < OmniglotDrawings; k++ {
 		copy(o.pix[k*OmniglotPixels:], img)
 	}
@@ -314,26 +314,26 @@ func TestOmniglotBadInput(t *testing.T) {
 		}, false, []string{"images_background.zip is not a valid zip archive"}},
 		{"non-PNG entry", true, func(dir string, f fakeOmniglot) {
 			f[0][char+"notes.txt"] = []byte("hello")
-		}, false, []string{char + "notes.txt", "not a PNG file"}},
+		}, false, []string{`images_background.zip: entry "` + char + `notes.txt" is not a PNG file`}},
 		{"undecodable PNG", true, func(dir string, f fakeOmniglot) {
 			f[0][char+"0001_05.png"] = []byte("\x89PNG\r\n\x1a\nbroken")
-		}, false, []string{"images_background.zip: " + char + "0001_05.png", "not a PNG image"}},
+		}, false, []string{`images_background.zip: entry "` + char + `0001_05.png": not a PNG image`}},
 		{"truncated PNG", false, func(dir string, f fakeOmniglot) {
 			b := f[0][char+"0001_05.png"]
 			f[0][char+"0001_05.png"] = b[:len(b)-20]
-		}, false, []string{char + "0001_05.png", "damaged PNG"}},
+		}, false, []string{"/001/" + char + "0001_05.png: damaged PNG"}},
 		{"wrong size", true, func(dir string, f fakeOmniglot) {
 			f[0][char+"0001_05.png"] = pngOf(104, 105)
 		}, false, []string{char + "0001_05.png", "104×105, want 105×105"}},
 		{"missing drawing", true, func(dir string, f fakeOmniglot) {
 			delete(f[0], char+"0001_20.png")
-		}, false, []string{"images_background/Alphabet_0_0/character01 has 19 drawings, want 20"}},
+		}, false, []string{"images_background.zip: images_background/Alphabet_0_0/character01 has 19 drawings, want 20"}},
 		{"extra folder level", false, func(dir string, f fakeOmniglot) {
 			f[0][char+"x/0001_21.png"] = pngOf(105, 105)
-		}, false, []string{char + "x/0001_21.png", "is not images_background/<alphabet>/<character>/<drawing>.png"}},
+		}, false, []string{"/001/" + char + "x/0001_21.png is not in the layout images_background/<alphabet>/<character>/<drawing>.png"}},
 		{"wrong top folder", true, func(dir string, f fakeOmniglot) {
 			f[0]["images_evaluation/A/character01/x.png"] = pngOf(105, 105)
-		}, false, []string{`"images_evaluation/A/character01/x.png" is not images_background/`}},
+		}, false, []string{`"images_evaluation/A/character01/x.png" is not in the layout images_background/`}},
 		{"same character in both halves", true, func(dir string, f fakeOmniglot) {
 			for k := 1; k <= 20; k++ {
 				f[1][fmt.Sprintf("images_evaluation/Alphabet_0_0/character01/%02d.png", k)] = pngOf(105, 105)
@@ -353,6 +353,7 @@ func TestOmniglotBadInput(t *testing.T) {
 			}
 			_, err := LoadOmniglot(dir, OmniglotOptions{NoCache: true})
 			checkErr(t, err, c.want...)
+			t.Log(err)
 			if errors.Is(err, ErrNoOmniglot) != c.missing {
 				t.Fatalf("errors.Is(err, ErrNoOmniglot) = %v", !c.missing)
 			}
