@@ -17,14 +17,19 @@ import (
 	"github.com/mkbench/mkbench/ui/session"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+// updating reports -update: the flag is x/exp/golden's (teatest brings
+// it in); defining our own would clash with it.
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 // golden compares s, escapes stripped, with testdata/name.golden.
 func golden(t *testing.T, name, s string) {
 	t.Helper()
 	got := ansi.Strip(s) + "\n"
 	path := filepath.Join("testdata", name+".golden")
-	if *update {
+	if updating() {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
