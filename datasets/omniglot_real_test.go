@@ -41,7 +41,7 @@ func TestOmniglotRealCounts(t *testing.T) {
 	if n := len(o.pix) / OmniglotPixels; n != 32460 {
 		t.Fatalf("%d images, want 32,460", n)
 	}
-	// Strokes are thin: about a sixth of a 28×28 image is ink, and every
+	// Strokes are thin: about 8% of a 28×28 image is ink, and every
 	// drawing has some.
 	var sum float64
 	img := make([]float64, OmniglotPixels)
