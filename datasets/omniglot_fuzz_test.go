@@ -56,7 +56,7 @@ func FuzzOmniglotZip(f *testing.F) {
 		if len(chars) == 0 || len(files) != len(chars)*OmniglotDrawings {
 			t.Fatalf("%d characters, %d drawings", len(chars), len(files))
 		}
-		if _, err := newOmniglot(chars, [32]byte{}); err != nil {
+		if _, err := newOmniglot(chars, [32]byte{}, nil); err != nil {
 			t.Fatalf("listing gave duplicate characters: %v", err)
 		}
 		pix := make([]uint8, len(files)*OmniglotPixels)
@@ -131,7 +131,7 @@ func cacheBody(names ...string) []byte {
 	for i, n := range names {
 		chars[i] = OmniglotCharacter{Background: i%2 == 0, Alphabet: "A", Name: n}
 	}
-	o, _ := newOmniglot(chars, sha256.Sum256([]byte("key")))
+	o, _ := newOmniglot(chars, sha256.Sum256([]byte("key")), nil)
 	for i := range o.pix {
 		o.pix[i] = byte('a' + i%26) // printable, so checked-in seeds stay small
 	}
