@@ -259,7 +259,7 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 		omega = gr.omega0
 	}
 
-	var logdet *G.Node // (T,D)
+	var logdet *G.Node // (T): mean log|det| over the D bases
 	if cfg.Kernel == KernelVRF && cfg.FlowLayers > 0 {
 		// The flow runs on the standardized draw ε and the task's affine
 		// map comes last: ω_K = μ + σ⊙f(ε; h). Both orders give a
@@ -273,9 +273,8 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 			return nil, e
 		}
 		gr.flow = op
-		epsK := must(G.Slice(out, nil, nil, G.S(0, f)))
-		logdet = must(G.Slice(out, nil, nil, G.S(f)))
-		omega = must(ScaleShift(mu, lv, epsK))
+		logdet = must(FlowLogDetMean(out))
+		omega = must(ScaleShift(mu, lv, out))
 		gr.mu, gr.lv = mu, lv
 		G.Read(mu, &gr.r.muV)
 		G.Read(lv, &gr.r.lvV)
@@ -324,9 +323,8 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 			gr.logq0c = input("logq0c", T)
 			half := G.NewConstant(0.5)
 			logq0 := must(G.Sub(gr.logq0c, must(G.Mul(half, must(G.Sum(lv, 1))))))
-			ld := must(G.Mean(logdet, 1))
 			logp := must(GaussLogDensity(omega, mup, lvp))
-			gr.kl = must(G.Sub(must(G.Mean(must(G.Sub(logq0, ld)))), must(G.Mean(logp))))
+			gr.kl = must(G.Sub(must(G.Mean(must(G.Sub(logq0, logdet)))), must(G.Mean(logp))))
 		}
 		gr.loss = must(G.Add(gr.data, must(G.Mul(G.NewConstant(cfg.KLWeight), gr.kl))))
 		G.Read(gr.kl, &gr.r.klV)
