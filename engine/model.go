@@ -135,13 +135,12 @@ type graph struct {
 	// inputs
 	x, ys, yq, eps, phase, logq0c *G.Node
 	h0, c0                        [2]*G.Node // carried LSTM state per direction
-	fs, fq, hIn                   *G.Node    // a back stage's features and context
-	seedF, seedH                  *G.Node    // a front stage's upstream gradients
+	hIn, seedH                    *G.Node    // a task stage's context input and a seeded stage's seed
 
 	// outputs
 	loss, data, kl, lambda, pred, omega0 *G.Node
 	mu, lv                               *G.Node // q's parameters (T,d), read when flows need them
-	feat, ctx                            *G.Node // a front stage's ψ(x) and h
+	ctx                                  *G.Node // a summary stage's s̄
 	// r receives the values of read nodes. It is a separate allocation on
 	// purpose: gorgonia's read ops point at it, and if they pointed into
 	// graph, graph → machine → graph would be a cycle through the tape
@@ -153,7 +152,7 @@ type graph struct {
 }
 
 type graphReads struct {
-	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV, featV, ctxV G.Value
+	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV, ctxV G.Value
 }
 
 // builder adds the model's computation to one graph. Parameter nodes are
@@ -223,9 +222,9 @@ func catchBuild(sh shape, err *error) {
 //	            E_q0[log q0(ω₀) − Σ log|det| − log p(ω_K|x_i)] (paper eq. 22),
 //	            averaged over query points (not summed, see REFERENCE-NOTES)
 //
-// The model is written as two parts, front (ψ, inference network, context)
-// and back (everything from h on), so that training can run them as
-// separate stages (see staged); here they are joined in one graph.
+// The model is written in parts (ψ, inference network, context LSTM, and
+// back: everything from h on) so that training can run them as stages (see
+// staged); here they are joined in one graph.
 func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := newBuilder(cfg, ps, sh)
@@ -258,32 +257,39 @@ func (b *builder) finish(wrt []*G.Node) (*graph, error) {
 	return b.graph, nil
 }
 
+// embed is ψ applied to the rows of x.
+func (b *builder) embed(x *G.Node) *G.Node {
+	for i := range b.cfg.EmbedHidden {
+		x = must(Dense(x, b.p(fmt.Sprintf("embed.W%d", i)), b.p(fmt.Sprintf("embed.b%d", i)), actReLU, i > 0))
+	}
+	return x
+}
+
+// infer is the inference network's task summary s̄ (T,H) from the support
+// features Fs2 (T·n, f) and targets ys (T·n, out).
+func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
+	e := must(G.Concat(1, Fs2, ys))
+	e = must(Dense(e, b.p("infer.W0"), b.p("infer.b0"), actELU, true))
+	e = must(Dense(e, b.p("infer.W1"), b.p("infer.b1"), actELU, true))
+	return must(G.Mean(must(G.Reshape(e, tensor.Shape{b.T, b.NS, b.cfg.InferHidden})), 1))
+}
+
 // front computes ψ(x) for all rows of b.x (support rows of every task,
 // then query rows) and, for the variational kernel, the context h (T, ·).
 func (b *builder) front() (F, h *G.Node, err error) {
 	cfg, T, NS := b.cfg, b.T, b.NS
-	F = b.x
-	for i := range cfg.EmbedHidden {
-		F = must(Dense(F, b.p(fmt.Sprintf("embed.W%d", i)), b.p(fmt.Sprintf("embed.b%d", i)), actReLU, i > 0))
-	}
+	F = b.embed(b.x)
 	if cfg.Kernel != KernelVRF {
 		return F, nil, nil
 	}
-	Fs2 := must(G.Slice(F, G.S(0, T*NS)))
-	e := must(G.Concat(1, Fs2, b.ys))
-	e = must(Dense(e, b.p("infer.W0"), b.p("infer.b0"), actELU, true))
-	e = must(Dense(e, b.p("infer.W1"), b.p("infer.b1"), actELU, true))
-	H := cfg.InferHidden
-	sbar := must(G.Mean(must(G.Reshape(e, tensor.Shape{T, NS, H})), 1))
+	sbar := b.infer(must(G.Slice(F, G.S(0, T*NS))), b.ys)
 	if cfg.Context == ContextNone {
 		return F, sbar, nil
 	}
-	dirs := 1
-	if cfg.Context == ContextBiLSTM {
-		dirs = 2
-	}
-	outs := make([]*G.Node, dirs)
-	for k, dir := range []string{"fw", "bw"}[:dirs] {
+	H := cfg.InferHidden
+	outs := make([]*G.Node, contextDirs(cfg))
+	for k := range outs {
+		dir := lstmDirs[k]
 		b.h0[k] = b.input("h0."+dir, H)
 		b.c0[k] = b.input("c0."+dir, H)
 		outs[k], b.lstm[k], err = LSTMSeq(sbar, b.p("lstm."+dir+".W"), must(G.Reshape(b.p("lstm."+dir+".b"), tensor.Shape{4 * H})), b.h0[k], b.c0[k], k == 1)
@@ -295,6 +301,20 @@ func (b *builder) front() (F, h *G.Node, err error) {
 	// output alone must squeeze the current task through its gates, and
 	// that measurably loses to no context at all.
 	return F, must(G.Concat(1, append([]*G.Node{sbar}, outs...)...)), nil
+}
+
+// lstmDirs names the context LSTM's directions; contextDirs says how many
+// the configuration runs.
+var lstmDirs = [2]string{"fw", "bw"}
+
+func contextDirs(cfg Config) int {
+	switch cfg.Context {
+	case ContextLSTM:
+		return 1
+	case ContextBiLSTM:
+		return 2
+	}
+	return 0
 }
 
 // back computes predictions and, for training, the loss from the features
@@ -402,59 +422,64 @@ func (b *builder) back(Fs2, Fq2, h *G.Node, outDim int, weight float64) error {
 	return nil
 }
 
-// buildFront builds the front stage of a training step: ψ and the context
-// for all T tasks. With seeded, its loss is Σ F⊙seedF + Σ h⊙seedH, whose
-// gradient is the front parameters' share of the model's gradient once the
-// seeds hold the back stages' gradients w.r.t. F and h; without, it only
-// computes F and h.
-func buildFront(cfg Config, ps *Params, inDim, outDim int, sh shape, seeded bool) (gr *graph, err error) {
+// buildSummary builds a task stage's forward-only pass to the task
+// summaries s̄ (T,H) of its sh.T tasks, from their support rows.
+func buildSummary(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := newBuilder(cfg, ps, sh)
-	T, NS := sh.T, sh.NS
-	b.x = b.input("x", T*(NS+sh.NQ), inDim)
-	b.ys = b.input("ys", T*NS, outDim)
-	F, h, err := b.front()
-	if err != nil {
-		return nil, err
-	}
-	b.feat, b.ctx = F, h
-	G.Read(F, &b.r.featV)
-	if h != nil {
-		G.Read(h, &b.r.ctxV)
-	}
-	if !seeded {
-		b.vm = G.NewTapeMachine(b.g)
-		return b.graph, nil
-	}
-	b.seedF = b.input("seedF", F.Shape()...)
-	b.loss = must(G.Sum(must(G.HadamardProd(F, b.seedF))))
-	if h != nil {
-		b.seedH = b.input("seedH", h.Shape()...)
-		b.loss = must(G.Add(b.loss, must(G.Sum(must(G.HadamardProd(h, b.seedH))))))
-	}
+	b.x = b.input("xs", sh.T*sh.NS, inDim)
+	b.ys = b.input("ys", sh.T*sh.NS, outDim)
+	b.ctx = b.infer(b.embed(b.x), b.ys)
+	G.Read(b.ctx, &b.r.ctxV)
+	b.vm = G.NewTapeMachine(b.g)
+	return b.graph, nil
+}
+
+// buildSeededSummary builds a task stage's pass to s̄ whose loss is
+// Σ s̄⊙seed: with the seed holding ∂L/∂s̄ through the context LSTM, its
+// gradients are ψ's and the inference network's share along that path.
+func buildSeededSummary(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
+	defer catchBuild(sh, &err)
+	b := newBuilder(cfg, ps, sh)
+	b.x = b.input("xs", sh.T*sh.NS, inDim)
+	b.ys = b.input("ys", sh.T*sh.NS, outDim)
+	sbar := b.infer(b.embed(b.x), b.ys)
+	b.seedH = b.input("seed", sh.T, cfg.InferHidden)
+	b.loss = must(G.Sum(must(G.HadamardProd(sbar, b.seedH))))
 	return b.finish(b.params)
 }
 
-// buildBack builds a back stage of a training step for sh.T of the
-// meta-batch's tasks, weighted by their share of it. Its features and
-// context are inputs whose gradients feed the front stage.
-func buildBack(cfg Config, ps *Params, outDim int, sh shape, ctxDim int, weight float64) (gr *graph, err error) {
+// buildTask builds a task stage's whole model for its sh.T tasks, except
+// the context LSTM, whose outputs (T, dirs·H) come in as an input whose
+// gradient is read back. The loss is weighted by the stage's share of the
+// meta-batch.
+func buildTask(cfg Config, ps *Params, inDim, outDim int, sh shape, weight float64) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := newBuilder(cfg, ps, sh)
-	f := cfg.FeatureDim()
-	b.ys = b.input("ys", sh.T*sh.NS, outDim)
-	b.yq = b.input("yq", sh.T*sh.NQ, outDim)
-	b.fs = b.input("fs", sh.T*sh.NS, f)
-	b.fq = b.input("fq", sh.T*sh.NQ, f)
-	wrt := []*G.Node{b.fs, b.fq}
-	if ctxDim > 0 {
-		b.hIn = b.input("h", sh.T, ctxDim)
-		wrt = append(wrt, b.hIn)
+	T, NS, NQ := sh.T, sh.NS, sh.NQ
+	b.x = b.input("x", T*(NS+NQ), inDim)
+	b.ys = b.input("ys", T*NS, outDim)
+	b.yq = b.input("yq", T*NQ, outDim)
+	F := b.embed(b.x)
+	Fs2 := must(G.Slice(F, G.S(0, T*NS)))
+	Fq2 := must(G.Slice(F, G.S(T*NS, T*(NS+NQ))))
+	var h *G.Node
+	wrt := b.params
+	if cfg.Kernel == KernelVRF {
+		h = b.infer(Fs2, b.ys)
+		if dirs := contextDirs(cfg); dirs > 0 {
+			b.hIn = b.input("context", T, dirs*cfg.InferHidden)
+			h = must(G.Concat(1, h, b.hIn))
+		}
 	}
-	if err := b.back(b.fs, b.fq, b.hIn, outDim, weight); err != nil {
+	if err := b.back(Fs2, Fq2, h, outDim, weight); err != nil {
 		return nil, err
 	}
-	return b.finish(append(b.params, wrt...))
+	wrt = b.params
+	if b.hIn != nil {
+		wrt = append(append([]*G.Node(nil), wrt...), b.hIn)
+	}
+	return b.finish(wrt)
 }
 
 // bindParams points every parameter node at the master data again: the

@@ -248,7 +248,7 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 	next := m.State.clone()
 	// Once the inputs are copied into the graphs, their buffer is free and
 	// the next iteration's draw can overlap this one's forward and backward.
-	stats, err := st.run(&in.batch, &in.noise, &next, func() { m.prefetch(iter+1, in) }, grads, len(m.Params.List))
+	stats, err := st.run(m.Params, &in.batch, &in.noise, &next, func() { m.prefetch(iter+1, in) }, grads)
 	if err != nil {
 		m.waitPrefetch()
 		return stats, err

@@ -6,7 +6,8 @@ import (
 	"testing"
 )
 
-// The staged training step (front, concurrent back stages, seeded front)
+// The staged training step (summaries, LSTM, task stages, LSTM backward,
+// seeded summaries)
 // computes the same loss, statistics, gradients and carried state as the
 // whole model in one graph, whose gradient the finite-difference test
 // checks. Five tasks split 2 + 3, so the stages' shares differ.
@@ -56,12 +57,12 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(st.backs) != 2 || st.backs[0].T != 2 || st.backs[1].T != 3 {
-				t.Fatalf("back stages %d, want tasks 2 + 3", len(st.backs))
+			if len(st.tasks) != 2 || st.tasks[0].T != 2 || st.tasks[1].T != 3 {
+				t.Fatalf("task stages %d, want tasks 2 + 3", len(st.tasks))
 			}
 			// The flow's float32 sums over tasks round differently when the
 			// tasks are split; compare its float64 instantiation.
-			for _, gr := range append([]*graph{one}, st.backs...) {
+			for _, gr := range append([]*graph{one}, st.tasks...) {
 				if gr.flow != nil {
 					gr.flow.Kernel().f64 = true
 				}
@@ -87,7 +88,7 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 			for run := 0; run < 2; run++ {
 				s2 := m.State.clone()
 				var got [][]float64
-				stats, err := st.run(&in.batch, &in.noise, &s2, nil, &got, len(m.Params.List))
+				stats, err := st.run(m.Params, &in.batch, &in.noise, &s2, nil, &got)
 				if err != nil {
 					t.Fatal(err)
 				}
