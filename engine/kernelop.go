@@ -237,6 +237,7 @@ func (op *kernelGradOp) Do(vs ...G.Value) (G.Value, error) {
 	}
 	return tensor.New(tensor.WithShape(sh[op.which].Clone()...), tensor.WithBacking(append([]float64(nil), g[op.which]...))), nil
 }
+
 // UsePreallocDo is Do into the machine's buffer for this node.
 func (op *kernelGradOp) UsePreallocDo(p G.Value, vs ...G.Value) (G.Value, error) {
 	g, sh, err := op.fwd.grads(vs)
