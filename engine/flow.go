@@ -530,7 +530,7 @@ func (p *flowPool) helper() {
 
 // parallel runs job.run(i) for i < n, in decreasing order of i if rev.
 func (p *flowPool) parallel(n int, rev bool, job flowJob) {
-	w := min(runtime.GOMAXPROCS(0), n)
+	w := min(opWorkers(), n)
 	p.n, p.rev, p.job = n, rev, job
 	p.next.Store(0)
 	for ; p.helpers < w-1; p.helpers++ {

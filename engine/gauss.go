@@ -18,7 +18,10 @@ func Reparam(mu, logvar, eps *G.Node) (*G.Node, error) {
 }
 
 // ScaleShift is Reparam for a z that carries gradient: ω = μ + σ⊙z with z
-// the output of a flow run on ε.
+// the output of a flow run on ε. z may be (T,D,d) or the flow's own output
+// (T,D,d+1), whose last column (the log-determinants) it skips: reading the
+// flow output in place saves gorgonia's strided slice, whose copy and
+// gradient ran through generic iterators and cost ~3 ms per metakernel step.
 func ScaleShift(mu, logvar, z *G.Node) (*G.Node, error) {
 	return reparam(mu, logvar, z, true)
 }
@@ -28,14 +31,15 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 	return newKernelOp(kernelOp{
 		name: "reparam", inDims: []int{2, 2, 3}, outDims: 3, diff: []bool{true, true, diffEps},
 		shape: func(s []tensor.Shape) (tensor.Shape, error) {
-			if !s[0].Eq(s[1]) || s[2][0] != s[0][0] || s[2][2] != s[0][1] {
+			d := s[0][1]
+			if !s[0].Eq(s[1]) || s[2][0] != s[0][0] || !(s[2][2] == d || diffEps && s[2][2] == d+1) {
 				return nil, fmt.Errorf("mu %v, logvar %v and eps %v do not match", s[0], s[1], s[2])
 			}
-			return s[2].Clone(), nil
+			return tensor.Shape{s[2][0], s[2][1], d}, nil
 		},
 		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
 			mu, lv, eps := in[0], in[1], in[2]
-			T, D, d := s[2][0], s[2][1], s[2][2]
+			T, D, d, ld := s[2][0], s[2][1], s[0][1], s[2][2]
 			sd = grow(sd, d)
 			for t := 0; t < T; t++ {
 				m := mu[t*d : (t+1)*d]
@@ -44,7 +48,7 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 				}
 				for j := 0; j < D; j++ {
 					o := out[(t*D+j)*d : (t*D+j+1)*d]
-					e := eps[(t*D+j)*d : (t*D+j+1)*d]
+					e := eps[(t*D+j)*ld : (t*D+j)*ld+d]
 					for k := range o {
 						o[k] = m[k] + sd[k]*e[k]
 					}
@@ -54,12 +58,11 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
 			// gr arrives zeroed; both gradients are sums over the D samples.
 			lv, eps := in[1], in[2]
-			T, D, d := s[2][0], s[2][1], s[2][2]
+			T, D, d, ld := s[2][0], s[2][1], s[0][1], s[2][2]
 			for t := 0; t < T; t++ {
 				gm, gl := gr[0][t*d:(t+1)*d], gr[1][t*d:(t+1)*d]
 				for j := 0; j < D; j++ {
-					row := (t*D + j) * d
-					gj, ej := g[row:row+d], eps[row:row+d]
+					gj, ej := g[(t*D+j)*d:(t*D+j+1)*d], eps[(t*D+j)*ld:(t*D+j)*ld+d]
 					for k := range gm {
 						gm[k] += gj[k]
 						gl[k] += gj[k] * ej[k]
@@ -75,14 +78,46 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 					sd[k] = math.Exp(0.5 * lv[t*d+k])
 				}
 				for j := 0; j < D; j++ {
-					row := (t*D + j) * d
-					for k, gk := range g[row : row+d] {
-						gr[2][row+k] = gk * sd[k]
+					ge := gr[2][(t*D+j)*ld : (t*D+j)*ld+d]
+					for k, gk := range g[(t*D+j)*d : (t*D+j+1)*d] {
+						ge[k] = gk * sd[k]
 					}
 				}
 			}
 		},
 	}).apply(mu, logvar, eps)
+}
+
+// FlowLogDetMean is the mean over the D bases of the log-determinant column
+// of a flow output (T,D,d+1): (T). See ScaleShift for why not a slice.
+func FlowLogDetMean(out *G.Node) (*G.Node, error) {
+	return newKernelOp(kernelOp{
+		name: "flowLogDetMean", inDims: []int{3}, outDims: 1, diff: []bool{true},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) {
+			if s[0][2] < 2 {
+				return nil, fmt.Errorf("flow output %v has no log-determinant column", s[0])
+			}
+			return tensor.Shape{s[0][0]}, nil
+		},
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			T, D, w := s[0][0], s[0][1], s[0][2]
+			for t := 0; t < T; t++ {
+				var sum float64
+				for j := 0; j < D; j++ {
+					sum += in[0][(t*D+j)*w+w-1]
+				}
+				out[t] = sum / float64(D)
+			}
+		},
+		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			T, D, w := s[0][0], s[0][1], s[0][2]
+			for t := 0; t < T; t++ {
+				for j := 0; j < D; j++ {
+					gr[0][(t*D+j)*w+w-1] = g[t] / float64(D)
+				}
+			}
+		},
+	}).apply(out)
 }
 
 // GaussKL returns KL(N(μq, e^lvq) ‖ N(μp[i], e^lvp[i])) for every query

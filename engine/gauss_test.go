@@ -108,6 +108,57 @@ func TestReparamGradients(t *testing.T) {
 func TestScaleShiftGradients(t *testing.T) {
 	fdCheckOp(t, "scaleshift", [][]int{{2, 3}, {2, 3}, {2, 4, 3}}, []bool{true, true, true}, normalInit,
 		func(in []*G.Node) (*G.Node, error) { return ScaleShift(in[0], in[1], in[2]) })
+	// On a flow output (T,D,d+1) it reads the first d columns in place; the
+	// last column gets no gradient from it.
+	fdCheckOp(t, "scaleshift(flow out)", [][]int{{2, 3}, {2, 3}, {2, 4, 4}}, []bool{true, true, true}, normalInit,
+		func(in []*G.Node) (*G.Node, error) { return ScaleShift(in[0], in[1], in[2]) })
+}
+
+func TestFlowLogDetMeanGradients(t *testing.T) {
+	fdCheckOp(t, "flowlogdetmean", [][]int{{3, 5, 4}}, []bool{true}, normalInit,
+		func(in []*G.Node) (*G.Node, error) { return FlowLogDetMean(in[0]) })
+}
+
+// The in-place readers equal gorgonia's slices of the flow output.
+func TestFlowOutputReadersMatchSlices(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	g := G.NewGraph()
+	T, D, d := 2, 4, 3
+	val := func(s ...int) *tensor.Dense {
+		x := tensor.New(tensor.WithShape(s...), tensor.Of(tensor.Float64))
+		for i := range x.Data().([]float64) {
+			x.Data().([]float64)[i] = rng.NormFloat64()
+		}
+		return x
+	}
+	out := G.NewTensor(g, G.Float64, 3, G.WithShape(T, D, d+1), G.WithValue(val(T, D, d+1)))
+	mu := G.NewTensor(g, G.Float64, 2, G.WithShape(T, d), G.WithValue(val(T, d)))
+	lv := G.NewTensor(g, G.Float64, 2, G.WithShape(T, d), G.WithValue(val(T, d)))
+	a := G.Must(ScaleShift(mu, lv, out))
+	b := G.Must(ScaleShift(mu, lv, G.Must(G.Slice(out, nil, nil, G.S(0, d)))))
+	c := G.Must(FlowLogDetMean(out))
+	e := G.Must(G.Mean(G.Must(G.Slice(out, nil, nil, G.S(d))), 1))
+	var av, bv, cv, ev G.Value
+	G.Read(a, &av)
+	G.Read(b, &bv)
+	G.Read(c, &cv)
+	G.Read(e, &ev)
+	vm := G.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][2]G.Value{{av, bv}, {cv, ev}} {
+		x, y := dataOf(p[0]), dataOf(p[1])
+		if len(x) != len(y) {
+			t.Fatalf("lengths %d, %d", len(x), len(y))
+		}
+		for i := range x {
+			if math.Abs(x[i]-y[i]) > 1e-14 {
+				t.Fatalf("element %d: %v vs slice %v", i, x[i], y[i])
+			}
+		}
+	}
 }
 
 func TestGaussKLGradients(t *testing.T) {

@@ -130,6 +130,27 @@ func (op *kernelOp) Do(vs ...G.Value) (G.Value, error) {
 	return out, nil
 }
 
+// UsePreallocDo is Do into the machine's buffer for this node, so that a
+// graph run every step does not allocate its outputs anew.
+func (op *kernelOp) UsePreallocDo(p G.Value, vs ...G.Value) (G.Value, error) {
+	in, sh, err := values(op.name, vs)
+	if err != nil {
+		return nil, err
+	}
+	os, err := op.shape(sh)
+	if err != nil {
+		return nil, err
+	}
+	out, err := miscPrealloc(p, os)
+	if err != nil {
+		return op.Do(vs...)
+	}
+	clear(out)
+	op.fwd(in, sh, out)
+	op.gen++
+	return p, nil
+}
+
 func (op *kernelOp) ReturnsPtr() bool     { return false }
 func (op *kernelOp) CallsExtern() bool    { return false }
 func (op *kernelOp) OverwritesInput() int { return -1 }
@@ -216,6 +237,21 @@ func (op *kernelGradOp) Do(vs ...G.Value) (G.Value, error) {
 	}
 	return tensor.New(tensor.WithShape(sh[op.which].Clone()...), tensor.WithBacking(append([]float64(nil), g[op.which]...))), nil
 }
+
+// UsePreallocDo is Do into the machine's buffer for this node.
+func (op *kernelGradOp) UsePreallocDo(p G.Value, vs ...G.Value) (G.Value, error) {
+	g, sh, err := op.fwd.grads(vs)
+	if err != nil {
+		return nil, err
+	}
+	out, err := miscPrealloc(p, sh[op.which])
+	if err != nil || sh[op.which].IsScalar() {
+		return op.Do(vs...)
+	}
+	copy(out, g[op.which])
+	return p, nil
+}
+
 func (op *kernelGradOp) ReturnsPtr() bool     { return false }
 func (op *kernelGradOp) CallsExtern() bool    { return false }
 func (op *kernelGradOp) OverwritesInput() int { return -1 }

@@ -120,21 +120,27 @@ type shape struct {
 
 // graph is one built gorgonia graph with its machine. It is not safe for
 // concurrent use: each goroutine that runs the model owns its graphs.
+//
+// A graph holds the whole model (evaluation, display, and the reference the
+// staged training step is tested against) or one stage of it (see staged).
 type graph struct {
 	shape
 	cfg       Config
 	g         *G.ExprGraph
 	vm        G.VM
-	params    []*G.Node // parallel to Params.List
+	params    []*G.Node // the parameters this graph reads, in creation order
+	paramIdx  []int     // index of each in Params.List
 	paramVals []*tensor.Dense
 
 	// inputs
 	x, ys, yq, eps, phase, logq0c *G.Node
 	h0, c0                        [2]*G.Node // carried LSTM state per direction
+	hIn, seedH                    *G.Node    // a task stage's context input and a seeded stage's seed
 
 	// outputs
 	loss, data, kl, lambda, pred, omega0 *G.Node
 	mu, lv                               *G.Node // q's parameters (T,d), read when flows need them
+	ctx                                  *G.Node // a summary stage's s̄
 	// r receives the values of read nodes. It is a separate allocation on
 	// purpose: gorgonia's read ops point at it, and if they pointed into
 	// graph, graph → machine → graph would be a cycle through the tape
@@ -146,18 +152,63 @@ type graph struct {
 }
 
 type graphReads struct {
-	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV G.Value
+	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV, ctxV G.Value
 }
 
-func denseLayer(x, w, b *G.Node) (*G.Node, error) {
-	xw, err := G.Mul(x, w)
-	if err != nil {
-		return nil, err
+// builder adds the model's computation to one graph. Parameter nodes are
+// created on first use, so a stage's graph holds (and differentiates) only
+// the parameters it reads.
+type builder struct {
+	*graph
+	ps    *Params
+	nodes map[string]*G.Node
+}
+
+func newBuilder(cfg Config, ps *Params, sh shape) *builder {
+	return &builder{graph: &graph{shape: sh, cfg: cfg, g: G.NewGraph(), r: &graphReads{}}, ps: ps, nodes: map[string]*G.Node{}}
+}
+
+// p returns the node of parameter name, bound to its master data.
+func (b *builder) p(name string) *G.Node {
+	if n, ok := b.nodes[name]; ok {
+		return n
 	}
-	return G.BroadcastAdd(xw, b, nil, []byte{0})
+	for i, prm := range b.ps.List {
+		if prm.Name != name {
+			continue
+		}
+		val := tensor.New(tensor.WithShape(prm.Shape...), tensor.WithBacking(prm.Data))
+		n := G.NewTensor(b.g, G.Float64, len(prm.Shape), G.WithShape(prm.Shape...), G.WithName(prm.Name), G.WithValue(val))
+		b.params = append(b.params, n)
+		b.paramIdx = append(b.paramIdx, i)
+		b.paramVals = append(b.paramVals, val)
+		b.nodes[name] = n
+		return n
+	}
+	panic("engine: no parameter " + name)
 }
 
-// buildGraph builds the MetaKernel computation for one shape.
+func (b *builder) input(name string, s ...int) *G.Node {
+	return G.NewTensor(b.g, G.Float64, len(s), G.WithShape(s...), G.WithName(name),
+		G.WithValue(tensor.New(tensor.WithShape(s...), tensor.Of(tensor.Float64))))
+}
+
+func must(n *G.Node, e error) *G.Node {
+	if e != nil {
+		panic(e)
+	}
+	return n
+}
+
+// catchBuild turns gorgonia's build-time panics (some shape mismatches)
+// and must's into an error.
+func catchBuild(sh shape, err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("engine: building graph %+v: %v", sh, r)
+	}
+}
+
+// buildGraph builds the MetaKernel computation for one shape in one graph.
 //
 // Shapes (T tasks, n support, m query, f features = d, D bases):
 //
@@ -170,96 +221,132 @@ func denseLayer(x, w, b *G.Node) (*G.Node, error) {
 //	KL:         closed form without flows; with flows the Monte Carlo estimate
 //	            E_q0[log q0(ω₀) − Σ log|det| − log p(ω_K|x_i)] (paper eq. 22),
 //	            averaged over query points (not summed, see REFERENCE-NOTES)
+//
+// The model is written in parts (ψ, inference network, context LSTM, and
+// back: everything from h on) so that training can run them as stages (see
+// staged); here they are joined in one graph.
 func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
-	defer func() {
-		// gorgonia reports some shape mismatches by panicking at build time.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("engine: building graph %+v: %v", sh, r)
-		}
-	}()
-	g := G.NewGraph()
-	gr = &graph{shape: sh, cfg: cfg, g: g, r: &graphReads{}}
-	T, NS, NQ := sh.T, sh.NS, sh.NQ
-	f, D := cfg.FeatureDim(), cfg.Bases
-	p := map[string]*G.Node{}
-	for _, prm := range ps.List {
-		val := tensor.New(tensor.WithShape(prm.Shape...), tensor.WithBacking(prm.Data))
-		n := G.NewTensor(g, G.Float64, len(prm.Shape), G.WithShape(prm.Shape...), G.WithName(prm.Name), G.WithValue(val))
-		gr.params = append(gr.params, n)
-		gr.paramVals = append(gr.paramVals, val)
-		p[prm.Name] = n
-	}
-	must := func(n *G.Node, e error) *G.Node {
-		if e != nil {
-			panic(e)
-		}
-		return n
-	}
-	input := func(name string, s ...int) *G.Node {
-		return G.NewTensor(g, G.Float64, len(s), G.WithShape(s...), G.WithName(name),
-			G.WithValue(tensor.New(tensor.WithShape(s...), tensor.Of(tensor.Float64))))
-	}
-
-	gr.x = input("x", T*(NS+NQ), inDim)
-	gr.ys = input("ys", T*NS, outDim)
-	gr.yq = input("yq", T*NQ, outDim)
-
-	// ψ: one pass over support and query rows together.
-	F := gr.x
-	for i := range cfg.EmbedHidden {
-		F = must(denseLayer(F, p[fmt.Sprintf("embed.W%d", i)], p[fmt.Sprintf("embed.b%d", i)]))
-		F = must(G.Rectify(F))
+	defer catchBuild(sh, &err)
+	b := newBuilder(cfg, ps, sh)
+	T, NS := sh.T, sh.NS
+	b.x = b.input("x", T*(NS+sh.NQ), inDim)
+	b.ys = b.input("ys", T*NS, outDim)
+	b.yq = b.input("yq", T*sh.NQ, outDim)
+	F, h, err := b.front()
+	if err != nil {
+		return nil, err
 	}
 	Fs2 := must(G.Slice(F, G.S(0, T*NS)))
-	Fq2 := must(G.Slice(F, G.S(T*NS, T*(NS+NQ))))
+	Fq2 := must(G.Slice(F, G.S(T*NS, T*(NS+sh.NQ))))
+	if err := b.back(Fs2, Fq2, h, outDim, 1); err != nil {
+		return nil, err
+	}
+	return b.finish(b.params)
+}
+
+// finish differentiates a training graph's loss and starts its machine.
+func (b *builder) finish(wrt []*G.Node) (*graph, error) {
+	if b.loss == nil {
+		b.vm = G.NewTapeMachine(b.g)
+		return b.graph, nil
+	}
+	if _, err := G.Grad(b.loss, wrt...); err != nil {
+		return nil, fmt.Errorf("engine: differentiating %+v: %w", b.shape, err)
+	}
+	b.vm = G.NewTapeMachine(b.g, G.BindDualValues(wrt...))
+	return b.graph, nil
+}
+
+// embed is ψ applied to the rows of x.
+func (b *builder) embed(x *G.Node) *G.Node {
+	for i := range b.cfg.EmbedHidden {
+		x = must(Dense(x, b.p(fmt.Sprintf("embed.W%d", i)), b.p(fmt.Sprintf("embed.b%d", i)), actReLU, i > 0))
+	}
+	return x
+}
+
+// infer is the inference network's task summary s̄ (T,H) from the support
+// features Fs2 (T·n, f) and targets ys (T·n, out).
+func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
+	e := must(G.Concat(1, Fs2, ys))
+	e = must(Dense(e, b.p("infer.W0"), b.p("infer.b0"), actELU, true))
+	e = must(Dense(e, b.p("infer.W1"), b.p("infer.b1"), actELU, true))
+	return must(G.Mean(must(G.Reshape(e, tensor.Shape{b.T, b.NS, b.cfg.InferHidden})), 1))
+}
+
+// front computes ψ(x) for all rows of b.x (support rows of every task,
+// then query rows) and, for the variational kernel, the context h (T, ·).
+func (b *builder) front() (F, h *G.Node, err error) {
+	cfg, T, NS := b.cfg, b.T, b.NS
+	F = b.embed(b.x)
+	if cfg.Kernel != KernelVRF {
+		return F, nil, nil
+	}
+	sbar := b.infer(must(G.Slice(F, G.S(0, T*NS))), b.ys)
+	if cfg.Context == ContextNone {
+		return F, sbar, nil
+	}
+	H := cfg.InferHidden
+	outs := make([]*G.Node, contextDirs(cfg))
+	for k := range outs {
+		dir := lstmDirs[k]
+		b.h0[k] = b.input("h0."+dir, H)
+		b.c0[k] = b.input("c0."+dir, H)
+		outs[k], b.lstm[k], err = LSTMSeq(sbar, b.p("lstm."+dir+".W"), must(G.Reshape(b.p("lstm."+dir+".b"), tensor.Shape{4 * H})), b.h0[k], b.c0[k], k == 1)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	// q(ω|S,C) sees the task's own summary next to the context: the LSTM
+	// output alone must squeeze the current task through its gates, and
+	// that measurably loses to no context at all.
+	return F, must(G.Concat(1, append([]*G.Node{sbar}, outs...)...)), nil
+}
+
+// lstmDirs names the context LSTM's directions; contextDirs says how many
+// the configuration runs.
+var lstmDirs = [2]string{"fw", "bw"}
+
+func contextDirs(cfg Config) int {
+	switch cfg.Context {
+	case ContextLSTM:
+		return 1
+	case ContextBiLSTM:
+		return 2
+	}
+	return 0
+}
+
+// back computes predictions and, for training, the loss from the features
+// of the support rows Fs2 (T·n, f) and query rows Fq2 (T·m, f) and the
+// context h. The loss is multiplied by weight, a task stage's share of the
+// meta-batch, so that the stages' losses add up to the model's.
+func (b *builder) back(Fs2, Fq2, h *G.Node, outDim int, weight float64) error {
+	cfg, sh := b.cfg, b.shape
+	T, NS, NQ := sh.T, sh.NS, sh.NQ
+	f, D := cfg.FeatureDim(), cfg.Bases
 	Fs := must(G.Reshape(Fs2, tensor.Shape{T, NS, f}))
 	Fq := must(G.Reshape(Fq2, tensor.Shape{T, NQ, f}))
 
 	var omega *G.Node // (T,D,f) bases used by the features
-	var h, mu, lv *G.Node
+	var mu, lv *G.Node
 	switch cfg.Kernel {
 	case KernelRFF:
-		gr.eps = input("eps", T, D, f)
-		omega = gr.eps
+		b.eps = b.input("eps", T, D, f)
+		omega = b.eps
 	case KernelVRF:
-		gr.eps = input("eps", T, D, f)
-		e := must(G.Concat(1, Fs2, gr.ys))
-		e = must(ELU(must(denseLayer(e, p["infer.W0"], p["infer.b0"]))))
-		e = must(ELU(must(denseLayer(e, p["infer.W1"], p["infer.b1"]))))
-		H := cfg.InferHidden
-		sbar := must(G.Mean(must(G.Reshape(e, tensor.Shape{T, NS, H})), 1))
-		h = sbar
-		if cfg.Context != ContextNone {
-			dirs := 1
-			if cfg.Context == ContextBiLSTM {
-				dirs = 2
-			}
-			outs := make([]*G.Node, dirs)
-			for k, dir := range []string{"fw", "bw"}[:dirs] {
-				gr.h0[k] = input("h0."+dir, H)
-				gr.c0[k] = input("c0."+dir, H)
-				outs[k], gr.lstm[k], err = LSTMSeq(sbar, p["lstm."+dir+".W"], must(G.Reshape(p["lstm."+dir+".b"], tensor.Shape{4 * H})), gr.h0[k], gr.c0[k], k == 1)
-				if err != nil {
-					return nil, err
-				}
-			}
-			// q(ω|S,C) sees the task's own summary next to the context:
-			// the LSTM output alone must squeeze the current task through
-			// its gates, and that measurably loses to no context at all.
-			h = must(G.Concat(1, append([]*G.Node{sbar}, outs...)...))
-		}
-		mu = must(denseLayer(h, p["q.Wmu"], p["q.bmu"]))
+		b.eps = b.input("eps", T, D, f)
+		mu = must(Dense(h, b.p("q.Wmu"), b.p("q.bmu"), actNone, true))
 		// log σ² is soft-bounded to (−2, 2): with the weak KL weight nothing
 		// else stops σ from growing until the features are pure noise, a
 		// state the flow variants fell into and did not leave (loss stuck at
 		// the targets' variance). The embedding still sets the scale.
-		lvBound := G.NewConstant(logVarBound)
-		lv = must(G.HadamardProd(lvBound, must(G.Tanh(must(G.HadamardDiv(must(denseLayer(h, p["q.Wlv"], p["q.blv"])), lvBound))))))
-		gr.omega0 = must(Reparam(mu, lv, gr.eps))
-		omega = gr.omega0
+		lv = must(Dense(h, b.p("q.Wlv"), b.p("q.blv"), actSoftBound, true))
+		b.omega0 = must(Reparam(mu, lv, b.eps))
+		omega = b.omega0
 	}
 
-	var logdet *G.Node // (T,D)
+	var logdet *G.Node // (T): mean log|det| over the D bases
 	if cfg.Kernel == KernelVRF && cfg.FlowLayers > 0 {
 		// The flow runs on the standardized draw ε and the task's affine
 		// map comes last: ω_K = μ + σ⊙f(ε; h). Both orders give a
@@ -268,17 +355,16 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 		// below computes), but on ω₀ = μ + σε directly the coupling nets see
 		// inputs whose scale moves with μ and σ during training, and the
 		// sine runs regularly collapsed to predicting zero.
-		out, op, e := CouplingFlow(gr.eps, h, p["flow.theta"], flowSpec(cfg))
+		out, op, e := CouplingFlow(b.eps, h, b.p("flow.theta"), flowSpec(cfg))
 		if e != nil {
-			return nil, e
+			return e
 		}
-		gr.flow = op
-		epsK := must(G.Slice(out, nil, nil, G.S(0, f)))
-		logdet = must(G.Slice(out, nil, nil, G.S(f)))
-		omega = must(ScaleShift(mu, lv, epsK))
-		gr.mu, gr.lv = mu, lv
-		G.Read(mu, &gr.r.muV)
-		G.Read(lv, &gr.r.lvV)
+		b.flow = op
+		logdet = must(FlowLogDetMean(out))
+		omega = must(ScaleShift(mu, lv, out))
+		b.mu, b.lv = mu, lv
+		G.Read(mu, &b.r.muV)
+		G.Read(lv, &b.r.lvV)
 	}
 
 	var K, Kq *G.Node
@@ -287,57 +373,113 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 		K = must(RBFKernel(Fs, Fs, bw))
 		Kq = must(RBFKernel(Fq, Fs, bw))
 	} else {
-		gr.phase = input("phase", T, D)
-		Zs := must(RFFFeatures(Fs, omega, gr.phase))
-		Zq := must(RFFFeatures(Fq, omega, gr.phase))
+		b.phase = b.input("phase", T, D)
+		Zs := must(RFFFeatures(Fs, omega, b.phase))
+		Zq := must(RFFFeatures(Fq, omega, b.phase))
 		K = must(G.BatchedMatMul(Zs, Zs, false, true))
 		Kq = must(G.BatchedMatMul(Zq, Zs, false, true))
 	}
-	gr.lambda = must(G.Exp(p["loglambda"]))
-	alpha := must(KRRSolve(K, must(G.Reshape(gr.ys, tensor.Shape{T, NS, outDim})), gr.lambda))
-	gr.pred = must(G.BatchedMatMul(Kq, alpha))
-	G.Read(gr.pred, &gr.r.predV)
-	G.Read(gr.lambda, &gr.r.lambdaV)
-	if gr.omega0 != nil {
-		G.Read(gr.omega0, &gr.r.omega0V)
+	b.lambda = must(G.Exp(b.p("loglambda")))
+	alpha := must(KRRSolve(K, must(G.Reshape(b.ys, tensor.Shape{T, NS, outDim})), b.lambda))
+	b.pred = must(G.BatchedMatMul(Kq, alpha))
+	G.Read(b.pred, &b.r.predV)
+	G.Read(b.lambda, &b.r.lambdaV)
+	if b.omega0 != nil {
+		G.Read(b.omega0, &b.r.omega0V)
 	}
-
 	if !sh.train {
-		gr.vm = G.NewTapeMachine(g)
-		return gr, nil
+		return nil
 	}
 
-	diff := must(G.Sub(must(G.Reshape(gr.pred, tensor.Shape{T * NQ, outDim})), gr.yq))
-	gr.data = must(G.Mean(must(G.Square(diff))))
-	gr.loss = gr.data
+	diff := must(G.Sub(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.yq))
+	b.data = must(G.Mean(must(G.Square(diff))))
+	b.loss = b.data
 	if cfg.Kernel == KernelVRF {
 		att := must(G.Reshape(must(LaplaceAttention(Fq, Fs)), tensor.Shape{T * NQ, f}))
-		a := must(ELU(must(denseLayer(att, p["prior.W0"], p["prior.b0"]))))
-		a = must(ELU(must(denseLayer(a, p["prior.W1"], p["prior.b1"]))))
-		mup := must(G.Reshape(must(denseLayer(a, p["prior.Wmu"], p["prior.bmu"])), tensor.Shape{T, NQ, f}))
-		lvp := must(G.Reshape(must(denseLayer(a, p["prior.Wlv"], p["prior.blv"])), tensor.Shape{T, NQ, f}))
+		a := must(Dense(att, b.p("prior.W0"), b.p("prior.b0"), actELU, true))
+		a = must(Dense(a, b.p("prior.W1"), b.p("prior.b1"), actELU, true))
+		mup := must(G.Reshape(must(Dense(a, b.p("prior.Wmu"), b.p("prior.bmu"), actNone, true)), tensor.Shape{T, NQ, f}))
+		lvp := must(G.Reshape(must(Dense(a, b.p("prior.Wlv"), b.p("prior.blv"), actNone, true)), tensor.Shape{T, NQ, f}))
 		if cfg.FlowLayers == 0 {
-			gr.kl = must(G.Mean(must(GaussKL(mu, lv, mup, lvp))))
+			b.kl = must(G.Mean(must(GaussKL(mu, lv, mup, lvp))))
 		} else {
 			// log q0(ω₀) = −½Σε² − ½Σ log σ² − (d/2)·log 2π; the ε part and
 			// the constant come in as logq0c (T) since they carry no gradient.
-			gr.logq0c = input("logq0c", T)
+			b.logq0c = b.input("logq0c", T)
 			half := G.NewConstant(0.5)
-			logq0 := must(G.Sub(gr.logq0c, must(G.Mul(half, must(G.Sum(lv, 1))))))
-			ld := must(G.Mean(logdet, 1))
+			logq0 := must(G.Sub(b.logq0c, must(G.Mul(half, must(G.Sum(lv, 1))))))
 			logp := must(GaussLogDensity(omega, mup, lvp))
-			gr.kl = must(G.Sub(must(G.Mean(must(G.Sub(logq0, ld)))), must(G.Mean(logp))))
+			b.kl = must(G.Sub(must(G.Mean(must(G.Sub(logq0, logdet)))), must(G.Mean(logp))))
 		}
-		gr.loss = must(G.Add(gr.data, must(G.Mul(G.NewConstant(cfg.KLWeight), gr.kl))))
-		G.Read(gr.kl, &gr.r.klV)
+		b.loss = must(G.Add(b.data, must(G.Mul(G.NewConstant(cfg.KLWeight), b.kl))))
+		G.Read(b.kl, &b.r.klV)
 	}
-	G.Read(gr.loss, &gr.r.lossV)
-	G.Read(gr.data, &gr.r.dataV)
-	if _, err := G.Grad(gr.loss, gr.params...); err != nil {
-		return nil, fmt.Errorf("engine: differentiating %+v: %w", sh, err)
+	if weight != 1 {
+		b.loss = must(G.Mul(G.NewConstant(weight), b.loss))
 	}
-	gr.vm = G.NewTapeMachine(g, G.BindDualValues(gr.params...))
-	return gr, nil
+	G.Read(b.loss, &b.r.lossV)
+	G.Read(b.data, &b.r.dataV)
+	return nil
+}
+
+// buildSummary builds a task stage's forward-only pass to the task
+// summaries s̄ (T,H) of its sh.T tasks, from their support rows.
+func buildSummary(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
+	defer catchBuild(sh, &err)
+	b := newBuilder(cfg, ps, sh)
+	b.x = b.input("xs", sh.T*sh.NS, inDim)
+	b.ys = b.input("ys", sh.T*sh.NS, outDim)
+	b.ctx = b.infer(b.embed(b.x), b.ys)
+	G.Read(b.ctx, &b.r.ctxV)
+	b.vm = G.NewTapeMachine(b.g)
+	return b.graph, nil
+}
+
+// buildSeededSummary builds a task stage's pass to s̄ whose loss is
+// Σ s̄⊙seed: with the seed holding ∂L/∂s̄ through the context LSTM, its
+// gradients are ψ's and the inference network's share along that path.
+func buildSeededSummary(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
+	defer catchBuild(sh, &err)
+	b := newBuilder(cfg, ps, sh)
+	b.x = b.input("xs", sh.T*sh.NS, inDim)
+	b.ys = b.input("ys", sh.T*sh.NS, outDim)
+	sbar := b.infer(b.embed(b.x), b.ys)
+	b.seedH = b.input("seed", sh.T, cfg.InferHidden)
+	b.loss = must(G.Sum(must(G.HadamardProd(sbar, b.seedH))))
+	return b.finish(b.params)
+}
+
+// buildTask builds a task stage's whole model for its sh.T tasks, except
+// the context LSTM, whose outputs (T, dirs·H) come in as an input whose
+// gradient is read back. The loss is weighted by the stage's share of the
+// meta-batch.
+func buildTask(cfg Config, ps *Params, inDim, outDim int, sh shape, weight float64) (gr *graph, err error) {
+	defer catchBuild(sh, &err)
+	b := newBuilder(cfg, ps, sh)
+	T, NS, NQ := sh.T, sh.NS, sh.NQ
+	b.x = b.input("x", T*(NS+NQ), inDim)
+	b.ys = b.input("ys", T*NS, outDim)
+	b.yq = b.input("yq", T*NQ, outDim)
+	F := b.embed(b.x)
+	Fs2 := must(G.Slice(F, G.S(0, T*NS)))
+	Fq2 := must(G.Slice(F, G.S(T*NS, T*(NS+NQ))))
+	var h *G.Node
+	wrt := b.params
+	if cfg.Kernel == KernelVRF {
+		h = b.infer(Fs2, b.ys)
+		if dirs := contextDirs(cfg); dirs > 0 {
+			b.hIn = b.input("context", T, dirs*cfg.InferHidden)
+			h = must(G.Concat(1, h, b.hIn))
+		}
+	}
+	if err := b.back(Fs2, Fq2, h, outDim, weight); err != nil {
+		return nil, err
+	}
+	wrt = b.params
+	if b.hIn != nil {
+		wrt = append(append([]*G.Node(nil), wrt...), b.hIn)
+	}
+	return b.finish(wrt)
 }
 
 // bindParams points every parameter node at the master data again: the
@@ -351,27 +493,54 @@ func (gr *graph) bindParams() error {
 	return nil
 }
 
-// grads returns the gradient of every parameter from the last run and
-// zeroes the machine's accumulators (gorgonia adds into them across runs).
-func (gr *graph) grads(dst [][]float64) ([][]float64, error) {
-	if dst == nil {
-		dst = make([][]float64, len(gr.params))
+// grads returns the gradient of every parameter, indexed like Params.List
+// (nil for parameters the graph does not read), and zeroes the machine's
+// accumulators (gorgonia adds into them across runs).
+func (gr *graph) grads(dst [][]float64, nParams int) ([][]float64, error) {
+	if len(dst) != nParams {
+		dst = make([][]float64, nParams)
 	}
+	for i := range dst {
+		dst[i] = dst[i][:0]
+	}
+	return dst, gr.addGrads(dst)
+}
+
+// addGrads adds the gradient of every parameter the graph reads into
+// dst[index in Params.List], growing empty entries, and zeroes the
+// machine's accumulators.
+func (gr *graph) addGrads(dst [][]float64) error {
 	for i, n := range gr.params {
-		gv, err := n.Grad()
+		g, err := takeGrad(n)
 		if err != nil {
-			return nil, fmt.Errorf("engine: gradient of %s: %w", n.Name(), err)
+			return err
 		}
-		gd, ok := gv.(*tensor.Dense)
-		if !ok {
-			return nil, fmt.Errorf("engine: gradient of %s has type %T", n.Name(), gv)
+		k := gr.paramIdx[i]
+		if len(dst[k]) == 0 {
+			dst[k] = grow(dst[k], len(g))
+			copy(dst[k], g)
+		} else {
+			for j, v := range g {
+				dst[k][j] += v
+			}
 		}
-		data := gd.Data().([]float64)
-		dst[i] = grow(dst[i], len(data))
-		copy(dst[i], data)
-		clear(data)
+		clear(g)
 	}
-	return dst, nil
+	return nil
+}
+
+// takeGrad returns the gradient accumulator of n after a run; the caller
+// must clear it once read.
+func takeGrad(n *G.Node) ([]float64, error) {
+	gv, err := n.Grad()
+	if err != nil {
+		return nil, fmt.Errorf("engine: gradient of %s: %w", n.Name(), err)
+	}
+	gd, ok := gv.(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("engine: gradient of %s has type %T", n.Name(), gv)
+	}
+	return gd.Data().([]float64), nil
 }
 
 func setInput(n *G.Node, data []float64) {

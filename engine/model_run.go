@@ -47,6 +47,7 @@ type Model struct {
 	State  LSTMState
 
 	graphs map[shape]*graph
+	stages map[shape]*staged
 	noise  noise // for evaluation and display runs
 
 	// Training inputs are double-buffered: while step i runs, a goroutine
@@ -76,7 +77,7 @@ func NewModel(cfg Config, src TaskSource) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}}
+	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}, stages: map[shape]*staged{}}
 	m.Params = newParams(cfg, src.InDim(), src.OutDim(), streamRNG(cfg.Seed, streamInit, 0))
 	if cfg.Context != ContextNone {
 		for k := 0; k < 2; k++ {
@@ -105,7 +106,11 @@ func (m *Model) Close() {
 	for _, gr := range m.graphs {
 		gr.vm.Close()
 	}
+	for _, st := range m.stages {
+		st.close()
+	}
 	m.graphs = map[shape]*graph{}
+	m.stages = map[shape]*staged{}
 }
 
 // draw fills ε, the RFF phases b and the gradient-free part of log q0
@@ -235,32 +240,25 @@ type StepStats struct {
 func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepStats, error) {
 	c := m.Cfg
 	sh := shape{T: c.MetaBatch, NS: c.Shot, NQ: c.Query, train: true}
-	gr, err := m.graph(sh)
+	st, err := m.staged(sh)
 	if err != nil {
 		return StepStats{}, err
 	}
 	in := m.input(iter)
 	next := m.State.clone()
-	// Once the inputs are copied into the graph, their buffer is free and
+	// Once the inputs are copied into the graphs, their buffer is free and
 	// the next iteration's draw can overlap this one's forward and backward.
-	err = m.run(gr, &in.batch, &in.noise, &next, func() { m.prefetch(iter+1, in) })
+	stats, err := st.run(m.Params, &in.batch, &in.noise, &next, func() { m.prefetch(iter+1, in) }, grads)
 	if err != nil {
 		m.waitPrefetch()
-		return StepStats{}, err
+		return stats, err
 	}
-	st := StepStats{Loss: scalarOf(gr.r.lossV), Data: scalarOf(gr.r.dataV), Lambda: scalarOf(gr.r.lambdaV)}
-	if gr.r.klV != nil {
-		st.KL = scalarOf(gr.r.klV)
+	if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
+		return stats, ErrNonFinite
 	}
-	if *grads, err = gr.grads(*grads); err != nil {
-		return st, err
-	}
-	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		return st, ErrNonFinite
-	}
-	if st.GradNorm, err = opt.Step(m.Params.List, *grads); err != nil {
-		return st, err
+	if stats.GradNorm, err = opt.Step(m.Params.List, *grads); err != nil {
+		return stats, err
 	}
 	m.State = next
-	return st, nil
+	return stats, nil
 }

@@ -83,7 +83,7 @@ func TestModelGradientMatchesFiniteDifferences(t *testing.T) {
 				return scalarOf(gr.r.lossV)
 			}
 			loss()
-			grads, err := gr.grads(nil)
+			grads, err := gr.grads(nil, len(m.Params.List))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestModelGradientMatchesFiniteDifferences(t *testing.T) {
 			}
 			// The finite-difference runs accumulated into the gradients;
 			// leave the machine clean.
-			gr.grads(grads)
+			gr.grads(grads, len(m.Params.List))
 			if checked == 0 {
 				t.Fatal("no parameters checked")
 			}

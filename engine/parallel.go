@@ -20,7 +20,7 @@ const parallelMinWork = 250000
 // index-t data is bit-identical whatever GOMAXPROCS is; only the number of
 // workers depends on it.
 func forTasks(n int, work float64, fn func(t int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
+	workers := min(opWorkers(), n)
 	if workers <= 1 || work < parallelMinWork {
 		for t := range n {
 			fn(t)
@@ -43,4 +43,18 @@ func forTasks(n int, work float64, fn func(t int)) {
 	}
 	run()
 	wg.Wait()
+}
+
+// stagesRunning counts back stages running concurrently (see staged). While
+// they run, each already has a core, and ops that split their own work over
+// more goroutines only add wake-ups: opWorkers is then 1. It is a
+// scheduling hint: results do not depend on the number of workers.
+var stagesRunning atomic.Int32
+
+// opWorkers is how many goroutines an op may spread its work over.
+func opWorkers() int {
+	if stagesRunning.Load() > 1 {
+		return 1
+	}
+	return runtime.GOMAXPROCS(0)
 }

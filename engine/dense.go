@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
+)
+
+// activation is the element-wise function a Dense layer applies.
+type activation int
+
+const (
+	actNone      activation = iota
+	actReLU                 // max(x, 0)
+	actELU                  // x > 0 ? x : eˣ − 1
+	actSoftBound            // logVarBound·tanh(x / logVarBound)
+)
+
+// Dense is act(x·W + b) for x (n, in), W (in, out), b (1, out) as one op.
+// Built from gorgonia's MatMul, BroadcastAdd and activation it takes some
+// ten graph nodes forward and backward, each with its own allocation and
+// dispatch; the model has up to ten such layers, and on the sine sizes
+// that per-node cost, not arithmetic, was most of a step. diffX is false
+// for layers whose input is data.
+func Dense(x, w, b *G.Node, act activation, diffX bool) (*G.Node, error) {
+	var pre []float64 // reused scratch: x·W + b before the activation
+	return newKernelOp(kernelOp{
+		name: "dense", inDims: []int{2, 2, 2}, outDims: 2, diff: []bool{diffX, true, true},
+		shape: func(s []tensor.Shape) (tensor.Shape, error) {
+			if s[0][1] != s[1][0] || s[2][0] != 1 || s[2][1] != s[1][1] {
+				return nil, fmt.Errorf("x %v, W %v and b %v do not match", s[0], s[1], s[2])
+			}
+			return tensor.Shape{s[0][0], s[1][1]}, nil
+		},
+		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
+			n, k, m := s[0][0], s[0][1], s[1][1]
+			dgemm.Gemm(false, false, n, m, k, 1, in[0], k, in[1], m, 0, out, m)
+			bias := in[2]
+			for i := 0; i < n; i++ {
+				row := out[i*m : (i+1)*m]
+				for j := range row {
+					row[j] = activate(act, row[j]+bias[j])
+				}
+			}
+		},
+		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
+			n, k, m := s[0][0], s[0][1], s[1][1]
+			pre = grow(pre, n*m)
+			// The activations' derivatives in terms of their outputs.
+			for i, y := range out {
+				pre[i] = g[i] * activateGrad(act, y)
+			}
+			if gr[0] != nil {
+				dgemm.Gemm(false, true, n, k, m, 1, pre, m, in[1], m, 0, gr[0], k)
+			}
+			dgemm.Gemm(true, false, k, m, n, 1, in[0], k, pre, m, 0, gr[1], m)
+			db := gr[2]
+			for i := 0; i < n; i++ {
+				for j, v := range pre[i*m : (i+1)*m] {
+					db[j] += v
+				}
+			}
+		},
+	}).apply(x, w, b)
+}
+
+func activate(act activation, x float64) float64 {
+	switch act {
+	case actReLU:
+		if x > 0 {
+			return x
+		}
+		return 0
+	case actELU:
+		if x > 0 {
+			return x
+		}
+		return math.Expm1(x)
+	case actSoftBound:
+		return logVarBound * math.Tanh(x/logVarBound)
+	}
+	return x
+}
+
+// activateGrad is the derivative of act at the input that gave output y.
+func activateGrad(act activation, y float64) float64 {
+	switch act {
+	case actReLU:
+		if y > 0 {
+			return 1
+		}
+		return 0
+	case actELU:
+		if y > 0 {
+			return 1
+		}
+		return y + 1
+	case actSoftBound:
+		t := y / logVarBound
+		return 1 - t*t
+	}
+	return 1
+}

@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+)
+
+// taskStages is the number of task stages a training step's meta-batch is
+// split into: one per core of the 2-core machine the targets are set on.
+// It is fixed rather than GOMAXPROCS so that the sums, and with them every
+// bit of training, are the same on any machine.
+const taskStages = 2
+
+// staged is the training step for one shape, run so that both cores work
+// through nearly all of it. gorgonia executes a graph one op at a time, so
+// one graph of the whole model used a second core only inside our own ops,
+// and most of a step was not in them. Everything but the context LSTM is
+// per task, so the meta-batch is split into taskStages ranges of tasks,
+// each with its own graphs, run concurrently:
+//
+//  1. summary: ψ and the inference network on the support rows, forward
+//     only, giving each task's s̄;
+//  2. the context LSTM over all T tasks, forward (our kernels, called
+//     directly: it is the one serial part);
+//  3. task: the whole model of the range's tasks with the LSTM outputs as
+//     an input, forward and backward: the gradients of every parameter but
+//     the LSTM's, and ∂L/∂(LSTM outputs);
+//  4. the LSTM backward: its parameters' gradients and ∂L/∂s̄ along the
+//     context path;
+//  5. seeded summary: ψ and the inference network again with the loss
+//     Σ s̄⊙∂L/∂s̄, adding their gradients along the context path.
+//
+// Variants without context run only step 3. Each task stage's loss carries
+// its share of the meta-batch as a weight, so losses and gradients add up
+// to those of the one-graph model (TestStagedStepMatchesOneGraph).
+type staged struct {
+	cfg    Config
+	tasks  []*graph // step 3, one per range
+	sums   []*graph // step 1, with context only
+	seeded []*graph // step 5, with context only
+	lo     []int    // first task of each range, then T
+	shares []float64
+
+	// The context LSTM, run outside gorgonia.
+	dirs         int
+	lstm         [2]LSTMCache
+	lstmW, lstmB [2]int // parameter indices
+	sbar, dSbar  []float64
+	out, dOut    [2][]float64
+}
+
+func (m *Model) staged(sh shape) (*staged, error) {
+	if st, ok := m.stages[sh]; ok {
+		return st, nil
+	}
+	st, err := buildStaged(m.Cfg, m.Params, m.Src.InDim(), m.Src.OutDim(), sh)
+	if err != nil {
+		return nil, err
+	}
+	m.stages[sh] = st
+	return st, nil
+}
+
+func buildStaged(cfg Config, ps *Params, inDim, outDim int, sh shape) (*staged, error) {
+	st := &staged{cfg: cfg, dirs: contextDirs(cfg)}
+	if cfg.Kernel != KernelVRF {
+		st.dirs = 0
+	}
+	n := min(taskStages, sh.T)
+	for r := 0; r <= n; r++ {
+		st.lo = append(st.lo, r*sh.T/n)
+	}
+	for r := 0; r < n; r++ {
+		part := sh
+		part.T = st.lo[r+1] - st.lo[r]
+		share := float64(part.T) / float64(sh.T)
+		st.shares = append(st.shares, share)
+		gr, err := buildTask(cfg, ps, inDim, outDim, part, share)
+		if err != nil {
+			st.close()
+			return nil, err
+		}
+		st.tasks = append(st.tasks, gr)
+		if st.dirs == 0 {
+			continue
+		}
+		if gr, err = buildSummary(cfg, ps, inDim, outDim, part); err == nil {
+			st.sums = append(st.sums, gr)
+			gr, err = buildSeededSummary(cfg, ps, inDim, outDim, part)
+		}
+		if err != nil {
+			st.close()
+			return nil, err
+		}
+		st.seeded = append(st.seeded, gr)
+	}
+	for k := 0; k < st.dirs; k++ {
+		st.lstmW[k], st.lstmB[k] = paramIndex(ps, "lstm."+lstmDirs[k]+".W"), paramIndex(ps, "lstm."+lstmDirs[k]+".b")
+	}
+	return st, nil
+}
+
+func paramIndex(ps *Params, name string) int {
+	for i, p := range ps.List {
+		if p.Name == name {
+			return i
+		}
+	}
+	panic("engine: no parameter " + name)
+}
+
+func (st *staged) close() {
+	for _, gs := range [][]*graph{st.tasks, st.sums, st.seeded} {
+		for _, gr := range gs {
+			gr.vm.Close()
+		}
+	}
+}
+
+// parallel runs fn(r) for every task range, the last on this goroutine,
+// and returns the first error. A panic in fn becomes an error.
+func (st *staged) parallel(fn func(r int) error) error {
+	errs := make([]error, len(st.tasks))
+	var wg sync.WaitGroup
+	stagesRunning.Add(int32(len(st.tasks)))
+	for r := range st.tasks {
+		run := func() {
+			defer func() {
+				if p := recover(); p != nil {
+					errs[r] = fmt.Errorf("engine: model run panicked: %v", p)
+				}
+			}()
+			errs[r] = fn(r)
+		}
+		if r == len(st.tasks)-1 {
+			run()
+		} else {
+			wg.Go(run)
+		}
+	}
+	wg.Wait()
+	stagesRunning.Add(-int32(len(st.tasks)))
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func runGraph(gr *graph) error {
+	if err := gr.bindParams(); err != nil {
+		return err
+	}
+	gr.vm.Reset()
+	return gr.vm.RunAll()
+}
+
+// run executes one training step on batch b with noise nz, from and (on
+// success) advancing the carried context state, and leaves the gradient of
+// every parameter in grads (indexed like ps.List). bound is called once the
+// inputs are copied.
+func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound func(), grads *[][]float64) (stats StepStats, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: model run panicked: %v", r)
+		}
+	}()
+	T, NS, NQ, in, out := b.T, b.NS, b.NQ, b.InDim, b.OutDim
+	f, D, H := st.cfg.FeatureDim(), st.cfg.Bases, st.cfg.InferHidden
+	for r, gr := range st.tasks {
+		lo, hi := st.lo[r], st.lo[r+1]
+		x := dataOf(gr.x.Value())
+		copy(x, b.XS[lo*NS*in:hi*NS*in])
+		copy(x[(hi-lo)*NS*in:], b.XQ[lo*NQ*in:hi*NQ*in])
+		setInput(gr.ys, b.YS[lo*NS*out:hi*NS*out])
+		setInput(gr.yq, b.YQ[lo*NQ*out:hi*NQ*out])
+		if gr.eps != nil {
+			setInput(gr.eps, nz.eps[lo*D*f:hi*D*f])
+		}
+		if gr.phase != nil {
+			setInput(gr.phase, nz.phase[lo*D:hi*D])
+		}
+		if gr.logq0c != nil {
+			setInput(gr.logq0c, nz.logq0c[lo:hi])
+		}
+		if st.dirs > 0 {
+			for _, g := range []*graph{st.sums[r], st.seeded[r]} {
+				setInput(g.x, b.XS[lo*NS*in:hi*NS*in])
+				setInput(g.ys, b.YS[lo*NS*out:hi*NS*out])
+			}
+		}
+	}
+	if bound != nil {
+		bound()
+	}
+
+	if st.dirs > 0 {
+		// 1, 2: summaries, then the LSTM forward over all tasks.
+		if err := st.parallel(func(r int) error { return runGraph(st.sums[r]) }); err != nil {
+			return stats, err
+		}
+		st.sbar = grow(st.sbar, T*H)
+		for r, gr := range st.sums {
+			copy(st.sbar[st.lo[r]*H:], dataOf(gr.r.ctxV))
+		}
+		for k := 0; k < st.dirs; k++ {
+			st.out[k] = grow(st.out[k], T*H)
+			LSTMForward(&st.lstm[k], st.sbar, ps.List[st.lstmW[k]].Data, ps.List[st.lstmB[k]].Data,
+				state.H[k], state.C[k], T, H, H, k == 1, st.out[k])
+		}
+		cd := st.dirs * H
+		for r, gr := range st.tasks {
+			ctx := dataOf(gr.hIn.Value())
+			for t := st.lo[r]; t < st.lo[r+1]; t++ {
+				row := ctx[(t-st.lo[r])*cd : (t-st.lo[r]+1)*cd]
+				for k := 0; k < st.dirs; k++ {
+					copy(row[k*H:(k+1)*H], st.out[k][t*H:(t+1)*H])
+				}
+			}
+		}
+	}
+
+	// 3: the task stages.
+	if err := st.parallel(func(r int) error { return runGraph(st.tasks[r]) }); err != nil {
+		return stats, err
+	}
+	if len(*grads) != len(ps.List) {
+		*grads = make([][]float64, len(ps.List))
+	}
+	for i := range *grads {
+		(*grads)[i] = (*grads)[i][:0]
+	}
+	for r, gr := range st.tasks {
+		if err := gr.addGrads(*grads); err != nil {
+			return stats, err
+		}
+		stats.Loss += scalarOf(gr.r.lossV)
+		stats.Data += st.shares[r] * scalarOf(gr.r.dataV)
+		if gr.r.klV != nil {
+			stats.KL += st.shares[r] * scalarOf(gr.r.klV)
+		}
+	}
+	stats.Lambda = scalarOf(st.tasks[0].r.lambdaV)
+	if st.dirs == 0 {
+		return stats, nil
+	}
+
+	// 4: the LSTM backward.
+	cd := st.dirs * H
+	for k := 0; k < st.dirs; k++ {
+		st.dOut[k] = grow(st.dOut[k], T*H)
+	}
+	for r, gr := range st.tasks {
+		g, err := takeGrad(gr.hIn)
+		if err != nil {
+			return stats, err
+		}
+		for t := st.lo[r]; t < st.lo[r+1]; t++ {
+			row := g[(t-st.lo[r])*cd : (t-st.lo[r]+1)*cd]
+			for k := 0; k < st.dirs; k++ {
+				copy(st.dOut[k][t*H:(t+1)*H], row[k*H:(k+1)*H])
+			}
+		}
+		clear(g)
+	}
+	st.dSbar = grow(st.dSbar, T*H)
+	clear(st.dSbar)
+	var dx []float64
+	for k := 0; k < st.dirs; k++ {
+		w, bias := ps.List[st.lstmW[k]], ps.List[st.lstmB[k]]
+		dw := grow((*grads)[st.lstmW[k]], len(w.Data))
+		db := grow((*grads)[st.lstmB[k]], len(bias.Data))
+		dx = grow(dx, T*H)
+		LSTMBackward(&st.lstm[k], st.sbar, w.Data, st.dOut[k], dx, dw, db)
+		(*grads)[st.lstmW[k]], (*grads)[st.lstmB[k]] = dw, db
+		for i, v := range dx {
+			st.dSbar[i] += v
+		}
+	}
+
+	// 5: the seeded summaries.
+	for r, gr := range st.seeded {
+		setInput(gr.seedH, st.dSbar[st.lo[r]*H:st.lo[r+1]*H])
+	}
+	if err := st.parallel(func(r int) error { return runGraph(st.seeded[r]) }); err != nil {
+		return stats, err
+	}
+	for _, gr := range st.seeded {
+		if err := gr.addGrads(*grads); err != nil {
+			return stats, err
+		}
+	}
+	for k := 0; k < st.dirs; k++ {
+		state.H[k], state.C[k] = st.lstm[k].FinalState()
+	}
+	return stats, nil
+}

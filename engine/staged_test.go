@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The staged training step (summaries, LSTM, task stages, LSTM backward,
+// seeded summaries)
+// computes the same loss, statistics, gradients and carried state as the
+// whole model in one graph, whose gradient the finite-difference test
+// checks. Five tasks split 2 + 3, so the stages' shares differ.
+func TestStagedStepMatchesOneGraph(t *testing.T) {
+	cases := map[string]func(*Config){}
+	for _, v := range Variants {
+		cases[v] = nil
+	}
+	cases["vrf+lstm"] = func(c *Config) { c.Context = ContextLSTM }
+	for name, mut := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := name
+			if mut != nil {
+				v = "vrf+ctx"
+			}
+			cfg := smallConfig(v)
+			cfg.MetaBatch = 5
+			if mut != nil {
+				mut(&cfg)
+			}
+			m, err := NewModel(cfg, sineLike{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			rng := rand.New(rand.NewPCG(21, 0))
+			for _, p := range m.Params.List {
+				for i := range p.Data {
+					if p.Data[i] == 0 {
+						p.Data[i] = 0.2 * rng.NormFloat64()
+					}
+				}
+			}
+			if cfg.Context != ContextNone {
+				for k := 0; k < 2; k++ {
+					for i := range m.State.H[k] {
+						m.State.H[k][i], m.State.C[k][i] = 0.3*rng.NormFloat64(), 0.3*rng.NormFloat64()
+					}
+				}
+			}
+			sh := shape{T: cfg.MetaBatch, NS: cfg.Shot, NQ: cfg.Query, train: true}
+			one, err := m.graph(sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := m.staged(sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.tasks) != 2 || st.tasks[0].T != 2 || st.tasks[1].T != 3 {
+				t.Fatalf("task stages %d, want tasks 2 + 3", len(st.tasks))
+			}
+			// The flow's float32 sums over tasks round differently when the
+			// tasks are split; compare its float64 instantiation.
+			for _, gr := range append([]*graph{one}, st.tasks...) {
+				if gr.flow != nil {
+					gr.flow.Kernel().f64 = true
+				}
+			}
+			in := &m.bufs[0]
+			m.prepare(3, in)
+
+			s1 := m.State.clone()
+			if err := m.run(one, &in.batch, &in.noise, &s1, nil); err != nil {
+				t.Fatal(err)
+			}
+			want, err := one.grads(nil, len(m.Params.List))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStats := StepStats{Loss: scalarOf(one.r.lossV), Data: scalarOf(one.r.dataV), Lambda: scalarOf(one.r.lambdaV)}
+			if one.r.klV != nil {
+				wantStats.KL = scalarOf(one.r.klV)
+			}
+
+			// Twice: a second run must not see anything left over from the
+			// first (gorgonia accumulates gradients across runs).
+			for run := 0; run < 2; run++ {
+				s2 := m.State.clone()
+				var got [][]float64
+				stats, err := st.run(m.Params, &in.batch, &in.noise, &s2, nil, &got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				close := func(what string, a, b float64) {
+					t.Helper()
+					if math.Abs(a-b) > 1e-10*math.Max(1, math.Abs(b)) {
+						t.Errorf("run %d: %s = %.15g staged, %.15g in one graph", run, what, a, b)
+					}
+				}
+				close("loss", stats.Loss, wantStats.Loss)
+				close("data", stats.Data, wantStats.Data)
+				close("kl", stats.KL, wantStats.KL)
+				close("lambda", stats.Lambda, wantStats.Lambda)
+				for i, p := range m.Params.List {
+					if len(got[i]) != len(want[i]) || len(want[i]) == 0 {
+						t.Fatalf("%s: %d gradient entries staged, %d in one graph", p.Name, len(got[i]), len(want[i]))
+					}
+					for j := range want[i] {
+						close(p.Name, got[i][j], want[i][j])
+					}
+				}
+				for k := 0; k < 2; k++ {
+					for i := range s1.H[k] {
+						close("lstm h", s2.H[k][i], s1.H[k][i])
+						close("lstm c", s2.C[k][i], s1.C[k][i])
+					}
+				}
+			}
+		})
+	}
+}
