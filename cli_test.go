@@ -66,6 +66,9 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"run", "--resume", dir, "--seed", "3"}, "cannot be changed when resuming"},
 		{[]string{"eval"}, "--run DIR is required"},
 		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},
+		{[]string{"tui", "--iters", "0"}, "--iters must be positive"},
+		{[]string{"tui", "--preset", "sine-7shot"}, `unknown preset "sine-7shot"`},
+		{[]string{"tui", "extra"}, `unexpected argument "extra"`},
 	}
 	for _, tc := range cases {
 		_, se, code := mkbench(t, tc.args...)
@@ -77,6 +80,46 @@ func TestBadInputIsOneClearError(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, engine.FileCheckpoint), []byte("garbage"), 0o644)
 	if _, se, code := mkbench(t, "eval", "--run", dir); code == 0 || !strings.Contains(se, "damaged") {
 		t.Errorf("damaged checkpoint: exit %d, %q", code, se)
+	}
+}
+
+// Without a terminal (a pipe here, or CI) mkbench does not try to draw
+// the workbench: it says why and points at the headless command.
+func TestNoTerminalPointsAtRun(t *testing.T) {
+	for _, args := range [][]string{nil, {"tui"}, {"tui", "--preset", "sine-5shot"}} {
+		so, se, code := mkbench(t, args...)
+		if code == 0 || so != "" || !strings.Contains(se, "needs a terminal") || !strings.Contains(se, "mkbench run --preset") ||
+			strings.Count(strings.TrimSpace(se), "\n") != 0 {
+			t.Errorf("mkbench %v without a terminal: exit %d, stdout %q, stderr %q", args, code, so, se)
+		}
+	}
+	runs := t.TempDir()
+	cmd := exec.Command(binary)
+	cmd.Env = append(os.Environ(), "CI=true", "MKBENCH_RUNS="+runs)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CI is set") {
+		t.Errorf("with CI set: %v, %q", err, out)
+	}
+	if entries, _ := os.ReadDir(runs); len(entries) != 0 {
+		t.Error("mkbench without a terminal wrote a run")
+	}
+}
+
+// A run without --out lands in $MKBENCH_RUNS under the shared naming
+// scheme (preset-variant-sSEED-time), the same the workbench uses.
+func TestRunDirNaming(t *testing.T) {
+	root := t.TempDir()
+	cmd := exec.Command(binary, "run", "--preset", "sine-3shot", "--variant", "vrf+ctx", "--iters", "2", "--eval-tasks", "5", "--seed", "4", "--quiet")
+	cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+root)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(root, "sine-3shot-vrf_ctx-s4-*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run directories %v", dirs)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], engine.FileSummary)); err != nil {
+		t.Fatal(err)
 	}
 }
 
