@@ -54,11 +54,26 @@ func unpool4AVX(a, b, c, d, gv, out *float32, arg *uint8, scale float32, n int)
 //go:noescape
 func bernoulliAVX(m *float32, key uint64, thr uint32, n int)
 
+// Winograd tile kernels: see wino_amd64.s and wino.go.
+//
+//go:noescape
+func winoInAVX(v *float32, ldv int, src *float32, lds, c, n int)
+
+//go:noescape
+func winoOutPoolAVX(out *float32, arg *uint8, m *float32, ldm int, bias *float32, alpha float32, mask *float32, nmask, flags, n int)
+
+//go:noescape
+func winoGradOutAVX(dm *float32, ldm int, db, gv, out *float32, arg *uint8, alpha float32, n int)
+
+//go:noescape
+func winoInTAVX(dst *float32, ldd int, dv *float32, ldv, c, n int)
+
 var avx2Impl = impl{
 	name: "avx2", k16: kern16AVX2, k8: kern8AVX2, transpose8: transpose8AVX,
 	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
 	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX,
 	maxPool4: maxPool4AVX, unpool4: unpool4AVX, bernoulli: bernoulliAVX,
+	winoIn: winoInAVX, winoOutPool: winoOutPoolAVX, winoGradOut: winoGradOutAVX, winoInT: winoInTAVX,
 }
 
 // detect returns the assembly kernels when the CPU (and OS, which must save

@@ -62,6 +62,12 @@ type impl struct {
 	// bernoulli fills n (a multiple of 16) mask elements, or is nil; see
 	// mask.go.
 	bernoulli func(m *float32, key uint64, thr uint32, n int)
+	// Winograd tile kernels over the leading n (a multiple of 8) channels,
+	// or nil; see wino.go.
+	winoIn      func(v *float32, ldv int, src *float32, lds, c, n int)
+	winoOutPool func(out *float32, arg *uint8, m *float32, ldm int, bias *float32, alpha float32, mask *float32, nmask, flags, n int)
+	winoGradOut func(dm *float32, ldm int, db, gv, out *float32, arg *uint8, alpha float32, n int)
+	winoInT     func(dst *float32, ldd int, dv *float32, ldv, c, n int)
 }
 
 var (

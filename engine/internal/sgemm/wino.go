@@ -1,0 +1,191 @@
+package sgemm
+
+// Transforms of Winograd's minimal filtering F(2×2, 3×3) (Lavin and Gray
+// 2016) for a 3×3 convolution over channels-last images: a 4×4 input tile
+// d gives the 2×2 outputs Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, with
+//
+//	Bᵀ = | 1  0 -1  0 |   G = |  1    0    0  |   Aᵀ = | 1  1  1  0 |
+//	     | 0  1  1  0 |       | 1/2  1/2  1/2 |        | 0  1 -1 -1 |
+//	     | 0 -1  1  0 |       | 1/2 -1/2  1/2 |
+//	     | 0  1  0 -1 |       |  0    0    1  |
+//
+// The 16 transformed values of a tile (index ξ = 4r + s) live in 16
+// matrices, one per ξ, each with one row per tile and one column per
+// channel, so that the channel sums are 16 ordinary products. A tile's
+// slice of the ξ matrices is given as a base slice and ld, the distance
+// between consecutive ξ matrices. Every kernel works on c channels, the
+// assembly on the leading multiple of 8 and the portable code on the rest;
+// both evaluate the same expressions in the same order without FMA, so
+// their results are identical.
+
+// Flags of WinoOutPool: the 2×2 output tile sticks out of the image at the
+// right or at the bottom (an odd width or height); its missing cells take
+// no part in the pooling.
+const (
+	WinoNoCol1 = 1 << iota
+	WinoNoRow1
+)
+
+// WinoIn computes V = Bᵀ d B for one tile and c channels: cell (a, b) of
+// the tile is src[a·lds + b·c : +c] and V[ξ][k] goes to v[ξ·ldv + k].
+func WinoIn(v []float32, ldv int, src []float32, lds, c int) {
+	if c == 0 {
+		return
+	}
+	_ = src[3*lds+4*c-1]
+	_ = v[15*ldv+c-1]
+	k0 := 0
+	if f := active.winoIn; f != nil && c >= 8 {
+		k0 = c &^ 7
+		f(&v[0], ldv, &src[0], lds, c, k0)
+	}
+	for k := k0; k < c; k++ {
+		var t [4][4]float32
+		for b := 0; b < 4; b++ {
+			d0, d1, d2, d3 := src[b*c+k], src[lds+b*c+k], src[2*lds+b*c+k], src[3*lds+b*c+k]
+			t[0][b], t[1][b], t[2][b], t[3][b] = d0-d2, d1+d2, d2-d1, d1-d3
+		}
+		for r := 0; r < 4; r++ {
+			o := 4 * r * ldv
+			v[o+k] = t[r][0] - t[r][2]
+			v[o+ldv+k] = t[r][1] + t[r][2]
+			v[o+2*ldv+k] = t[r][2] - t[r][1]
+			v[o+3*ldv+k] = t[r][1] - t[r][3]
+		}
+	}
+}
+
+// WinoOutPool finishes a convolution block for one tile, which is one 2×2
+// pooling window, and n = len(out) filters: with M[ξ][k] = m[ξ·ldm + k] it
+// computes the four outputs Y = Aᵀ M A, then for each cell
+//
+//	y = max((Y + bias[k])·alpha, 0), zeroed unless mask[q·n + k] > 0 if mask != nil,
+//
+// and pools them as MaxPool4 does (cells in the order (0,0), (0,1), (1,0),
+// (1,1); a cell missing by flags repeats an earlier one). The ReLU keeps NaN
+// and −0 as sgemm's epilogue does.
+func WinoOutPool(out []float32, arg []uint8, m []float32, ldm int, bias []float32, alpha float32, mask []float32, flags int) {
+	n := len(out)
+	if n == 0 {
+		return
+	}
+	arg, bias = arg[:n], bias[:n]
+	_ = m[15*ldm+n-1]
+	if mask != nil {
+		mask = mask[:4*n]
+	}
+	k0 := 0
+	if f := active.winoOutPool; f != nil && n >= 8 {
+		k0 = n &^ 7
+		var mp *float32
+		if mask != nil {
+			mp = &mask[0]
+		}
+		f(&out[0], &arg[0], &m[0], ldm, &bias[0], alpha, mp, n, flags, k0)
+	}
+	for k := k0; k < n; k++ {
+		var t [2][4]float32
+		for s := 0; s < 4; s++ {
+			m0, m1, m2, m3 := m[s*ldm+k], m[(4+s)*ldm+k], m[(8+s)*ldm+k], m[(12+s)*ldm+k]
+			t[0][s] = (m0 + m1) + m2
+			t[1][s] = (m1 - m2) - m3
+		}
+		var y [4]float32
+		for r := 0; r < 2; r++ {
+			y[2*r] = (t[r][0] + t[r][1]) + t[r][2]
+			y[2*r+1] = (t[r][1] - t[r][2]) - t[r][3]
+		}
+		for q := range y {
+			v := (y[q] + bias[k]) * alpha
+			if v < 0 {
+				v = 0
+			}
+			if mask != nil && !(mask[q*n+k] > 0) {
+				v = 0
+			}
+			y[q] = v
+		}
+		if flags&WinoNoCol1 != 0 {
+			y[1], y[3] = y[0], y[2]
+		}
+		if flags&WinoNoRow1 != 0 {
+			y[2], y[3] = y[0], y[1]
+		}
+		mx, a := y[0], uint8(0)
+		for q := 1; q < 4; q++ {
+			if v := y[q]; v > mx || v != v {
+				mx, a = v, uint8(q)
+			}
+		}
+		out[k], arg[k] = mx, a
+	}
+}
+
+// winoColA[i] is column i of A: the transformed gradient of a 2×2 tile
+// whose only non-zero cell is (i, j) with value v is v·colA[i]·colA[j]ᵀ.
+var winoColA = [2][4]float32{{1, 1, 1, 0}, {0, 1, -1, -1}}
+
+// WinoGradOut is the backward pass of WinoOutPool for one tile and n =
+// len(g) filters, given g, the gradient w.r.t. the pooled outputs out, and
+// arg from the forward: with v = alpha·g[k] where out[k] > 0 (else 0) in
+// cell q = arg[k] = 2i + j, it writes dM = A·dY·Aᵀ, that is
+// dm[ξ·ldm + k] = (v·colA[i][r])·colA[j][s] for ξ = 4r + s, and adds v to
+// db[k] (the bias gradient).
+func WinoGradOut(dm []float32, ldm int, db, g, out []float32, arg []uint8, alpha float32) {
+	n := len(g)
+	if n == 0 {
+		return
+	}
+	db, out, arg = db[:n], out[:n], arg[:n]
+	_ = dm[15*ldm+n-1]
+	k0 := 0
+	if f := active.winoGradOut; f != nil && n >= 8 {
+		k0 = n &^ 7
+		f(&dm[0], ldm, &db[0], &g[0], &out[0], &arg[0], alpha, k0)
+	}
+	for k := k0; k < n; k++ {
+		var v float32
+		if out[k] > 0 {
+			v = alpha * g[k]
+		}
+		db[k] += v
+		a, b := &winoColA[arg[k]>>1&1], &winoColA[arg[k]&1]
+		for r := 0; r < 4; r++ {
+			va := v * a[r]
+			for s := 0; s < 4; s++ {
+				dm[(4*r+s)*ldm+k] = va * b[s]
+			}
+		}
+	}
+}
+
+// WinoInT is the transpose of WinoIn, accumulating: for one tile and c
+// channels it adds (B·dV·Bᵀ)[a][b] to the tile's cell (a, b) at
+// dst[a·ldd + b·c : +c], where dV[ξ][k] = dv[ξ·ldv + k]. Summed over the
+// (overlapping) tiles it is the gradient w.r.t. the image.
+func WinoInT(dst []float32, ldd int, dv []float32, ldv, c int) {
+	if c == 0 {
+		return
+	}
+	_ = dst[3*ldd+4*c-1]
+	_ = dv[15*ldv+c-1]
+	k0 := 0
+	if f := active.winoInT; f != nil && c >= 8 {
+		k0 = c &^ 7
+		f(&dst[0], ldd, &dv[0], ldv, c, k0)
+	}
+	for k := k0; k < c; k++ {
+		var t [4][4]float32
+		for s := 0; s < 4; s++ {
+			d0, d1, d2, d3 := dv[s*ldv+k], dv[(4+s)*ldv+k], dv[(8+s)*ldv+k], dv[(12+s)*ldv+k]
+			t[0][s], t[1][s], t[2][s], t[3][s] = d0, (d1-d2)+d3, (d1+d2)-d0, -d3
+		}
+		for a := 0; a < 4; a++ {
+			row := dst[a*ldd:]
+			row[k] += t[a][0]
+			row[c+k] += (t[a][1] - t[a][2]) + t[a][3]
+			row[2*c+k] += (t[a][1] + t[a][2]) - t[a][0]
+			row[3*c+k] += -t[a][3]
+		}
+	}
+}
