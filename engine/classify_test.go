@@ -1,8 +1,13 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -198,4 +203,57 @@ func TestClassifierLearns(t *testing.T) {
 
 func tensorOf(data []float64, shape ...int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+}
+
+// A classification run validates every ValEvery iterations, writes the
+// learning curve, keeps the best parameters and tests those.
+func TestRunValidatesAndTestsBest(t *testing.T) {
+	cfg := classConfig("vrf", 0.9)
+	cfg.Iters, cfg.ValEvery, cfg.ValTasks, cfg.LogEvery = 60, 20, 12, 10
+	cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 12, 3, 1
+	dir := filepath.Join(t.TempDir(), "run")
+	src := blobs{way: 3, side: 7}
+	res, err := Run(context.Background(), cfg, src, RunOptions{Dir: dir, Val: src, Test: src}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, FileVal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("val.jsonl has %d rows, want 3:\n%s", len(lines), data)
+	}
+	var sum Summary
+	b, err := os.ReadFile(filepath.Join(dir, FileSummary))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.EvalCheckpoint != "best" || sum.BestIter == 0 || sum.BestVal == nil || sum.Eval.Metric != "accuracy" {
+		t.Fatalf("summary: checkpoint %q, best iter %d, best %v, eval %v", sum.EvalCheckpoint, sum.BestIter, sum.BestVal, sum.Eval)
+	}
+	best, err := LoadCheckpoint(filepath.Join(dir, FileBest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if best.Iter != sum.BestIter {
+		t.Fatalf("best.gob is iteration %d, summary says %d", best.Iter, sum.BestIter)
+	}
+	// The best checkpoint reproduces the summary's test accuracy.
+	m, err := best.Model(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ev, err := m.EvaluateOn(src, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Mean != res.Eval.Mean {
+		t.Fatalf("re-evaluated %v, run said %v", ev, res.Eval)
+	}
 }

@@ -38,6 +38,12 @@ func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, er
 	return m.evaluate(m.Src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
 }
 
+// EvaluateOn is Evaluate on tasks drawn from src instead of the model's own
+// task source: a test split, or the same family at another way or shot.
+func (m *Model) EvaluateOn(src TaskSource, tasks, query, samples int, seed uint64) (EvalResult, error) {
+	return m.evaluate(src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
+}
+
 // evaluate is Evaluate on tasks from src, with tasks and noise from the
 // given random streams.
 func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
