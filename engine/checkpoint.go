@@ -25,6 +25,10 @@ type Checkpoint struct {
 	State        LSTMState
 	Window       window
 	TrainSeconds float64
+	// Best validation so far (see Config.ValEvery): its metric and
+	// iteration; BestIter 0 means none yet.
+	BestVal  float64
+	BestIter int
 }
 
 func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, win window, trainSec float64) *Checkpoint {

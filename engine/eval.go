@@ -7,7 +7,7 @@ import (
 
 // EvalResult is a metric over fresh tasks with its 95% confidence interval.
 type EvalResult struct {
-	Metric string  `json:"metric"` // "mse" for regression
+	Metric string  `json:"metric"` // "mse" for regression, "accuracy" (a fraction) for classification
 	Mean   float64 `json:"mean"`
 	CI95   float64 `json:"ci95"` // 1.96·sd/√n over tasks
 	Tasks  int     `json:"tasks"`
@@ -19,40 +19,63 @@ type EvalResult struct {
 
 // String formats the result the way the paper reports it.
 func (r EvalResult) String() string {
+	if r.Metric == "accuracy" {
+		return fmt.Sprintf("accuracy %.2f%% ± %.2f (%d tasks)", 100*r.Mean, 100*r.CI95, r.Tasks)
+	}
 	return fmt.Sprintf("%s %.4f ± %.4f (%d tasks)", r.Metric, r.Mean, r.CI95, r.Tasks)
 }
 
-// Evaluate measures the model on tasks fresh tasks with query points each,
-// drawn from the evaluation stream of seed (disjoint from training). Tasks
-// go through the model in meta-batches of the training size, so the context
-// LSTM sees sequences like those it was trained on; it starts from the
-// model's carried state and carries it across evaluation batches without
-// changing the model's own state. Each prediction averages samples
-// independent draws of the bases (the posterior predictive mean).
+// Evaluate measures the model on tasks fresh tasks with query points (per
+// class, when classifying) each, drawn from the evaluation stream of seed
+// (disjoint from training). Tasks go through the model in meta-batches of
+// the training size, so the context LSTM sees sequences like those it was
+// trained on; it starts from the model's carried state and carries it
+// across evaluation batches without changing the model's own state. Each
+// prediction averages samples independent draws of the bases (the
+// posterior predictive: the mean for regression, the mean class
+// probabilities for classification).
 func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, error) {
+	return m.evaluate(m.Src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
+}
+
+// EvaluateOn is Evaluate on tasks drawn from src instead of the model's own
+// task source: a test split, or the same family at another way or shot.
+func (m *Model) EvaluateOn(src TaskSource, tasks, query, samples int, seed uint64) (EvalResult, error) {
+	return m.evaluate(src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
+}
+
+// evaluate is Evaluate on tasks from src, with tasks and noise from the
+// given random streams.
+func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
 	if tasks <= 0 || query <= 0 || samples <= 0 {
 		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
 	}
 	c := m.Cfg
 	res := EvalResult{Metric: "mse", Tasks: tasks, Query: query, Draws: samples, PerTask: make([]float64, 0, tasks)}
-	taskRNG := streamRNG(seed, streamEvalTasks, 0)
+	if c.Classify() {
+		res.Metric = "accuracy"
+	}
+	taskRNG := streamRNG(seed, taskStream, 0)
 	state := m.State.clone()
 	var b Batch
-	var mean []float64
+	var mean, prob []float64
+	ns, nq := c.SupportPoints(), query*max(c.Way, 1)
+	out := src.OutDim()
 	for batch := 0; len(res.PerTask) < tasks; batch++ {
 		T := min(c.MetaBatch, tasks-len(res.PerTask))
-		gr, err := m.graph(shape{T: T, NS: c.Shot, NQ: query})
+		gr, err := m.graph(shape{T: T, NS: ns, NQ: nq})
 		if err != nil {
 			return res, err
 		}
-		b.Resize(T, c.Shot, query, m.Src.InDim(), m.Src.OutDim())
-		m.Src.Sample(taskRNG, &b)
+		b.Resize(T, ns, nq, src.InDim(), out)
+		src.Sample(taskRNG, &b)
 		n := len(b.YQ)
 		mean = grow(mean, n)
 		clear(mean)
+		prob = grow(prob, out)
 		var next LSTMState
 		for s := 0; s < samples; s++ {
-			m.drawNoise(streamRNG(seed, streamEvalNoise, uint64(batch*samples+s)), T)
+			m.drawNoise(streamRNG(seed, noiseStream, uint64(batch*samples+s)), T)
 			st := state.clone()
 			if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 				return res, err
@@ -60,19 +83,41 @@ func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, er
 			if s == 0 {
 				next = st
 			}
-			for i, v := range dataOf(gr.r.predV)[:n] {
-				mean[i] += v / float64(samples)
+			pred := dataOf(gr.r.predV)[:n]
+			if !c.Classify() {
+				for i, v := range pred {
+					mean[i] += v / float64(samples)
+				}
+				continue
+			}
+			for i := 0; i < n; i += out {
+				softmaxInto(prob, pred[i:i+out])
+				for k, p := range prob {
+					mean[i+k] += p / float64(samples)
+				}
 			}
 		}
 		state = next
-		per := query * b.OutDim
+		per := nq * out
 		for t := 0; t < T; t++ {
-			var se float64
-			for i := t * per; i < (t+1)*per; i++ {
-				d := mean[i] - b.YQ[i]
-				se += d * d
+			var v float64
+			for i := t * per; i < (t+1)*per; i += out {
+				if c.Classify() {
+					if argmax(mean[i:i+out]) == argmax(b.YQ[i:i+out]) {
+						v++
+					}
+					continue
+				}
+				for k := i; k < i+out; k++ {
+					d := mean[k] - b.YQ[k]
+					v += d * d
+				}
 			}
-			res.PerTask = append(res.PerTask, se/float64(per))
+			if c.Classify() {
+				res.PerTask = append(res.PerTask, v/float64(nq))
+			} else {
+				res.PerTask = append(res.PerTask, v/float64(per))
+			}
 		}
 	}
 	res.Mean, res.CI95 = meanCI(res.PerTask)
@@ -125,7 +170,7 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 		return nil, nil
 	}
 	c := m.Cfg
-	gr, err := m.graph(shape{T: 1, NS: c.Shot, NQ: displayGrid})
+	gr, err := m.graph(shape{T: 1, NS: c.SupportPoints(), NQ: displayGrid})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +180,7 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 		grid[i] = lo + (hi-lo)*float64(i)/float64(displayGrid-1)
 	}
 	var b Batch
-	b.Resize(1, c.Shot, displayGrid, 1, 1)
+	b.Resize(1, c.SupportPoints(), displayGrid, 1, 1)
 	cs.SampleCurve(streamRNG(c.Seed, streamDisplayTask, uint64(task)), &b, grid)
 	d := &Display{Iter: iter, D: c.Bases, Dim: c.FeatureDim(), GridX: grid, Draws: draws,
 		Truth:    append([]float64(nil), b.YQ...),

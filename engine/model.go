@@ -15,7 +15,21 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 	ps := &Params{}
 	f := cfg.FeatureDim()
 	prev := inDim
+	if cfg.Conv != nil {
+		net, err := NewConvNet(*cfg.Conv)
+		if err != nil {
+			panic(err) // Validate checked the spec
+		}
+		ws, bs := net.Params(rng)
+		for l := range ws {
+			copy(ps.add(ws[l].Name, ws[l].Shape...).Data, ws[l].Data)
+			copy(ps.add(bs[l].Name, bs[l].Shape...).Data, bs[l].Data)
+		}
+	}
 	for i, w := range cfg.EmbedHidden {
+		if cfg.Conv != nil {
+			break
+		}
 		wt := ps.add(fmt.Sprintf("embed.W%d", i), prev, w).Data
 		he(rng, wt, prev)
 		if i == len(cfg.EmbedHidden)-1 {
@@ -33,14 +47,26 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 		prev = w
 	}
 	ps.add("loglambda", 1).Data[0] = math.Log(cfg.LambdaInit)
+	if cfg.Classify() {
+		ps.add("gamma", 1).Data[0] = 1
+		ps.add("beta", 1)
+	}
 	if cfg.Kernel != KernelVRF {
 		return ps
 	}
 	H := cfg.InferHidden
-	glorot(rng, ps.add("infer.W0", f+outDim, H).Data, f+outDim, H)
-	ps.add("infer.b0", 1, H)
-	glorot(rng, ps.add("infer.W1", H, H).Data, H, H)
-	ps.add("infer.b1", 1, H)
+	// Regression encodes each support point with its target; classification
+	// pools each class's support features into a prototype (the tables'
+	// "instance pooling"), so the input is the feature alone.
+	in := f + outDim
+	if cfg.Classify() {
+		in = f
+	}
+	for i := range cfg.inferLayers() {
+		glorot(rng, ps.add(fmt.Sprintf("infer.W%d", i), in, H).Data, in, H)
+		ps.add(fmt.Sprintf("infer.b%d", i), 1, H)
+		in = H
+	}
 	ctx := contextDim(cfg)
 	switch cfg.Context {
 	case ContextLSTM, ContextBiLSTM:
@@ -147,8 +173,17 @@ type graph struct {
 	// machine's finalizer, which the garbage collector never frees.
 	r *graphReads
 
-	lstm [2]*LSTMOp
-	flow *FlowOp
+	lstm  [2]*LSTMOp
+	flow  *FlowOp
+	convs []*ConvNet // ψ's convolution nets, whose dropout each run sets
+}
+
+// setDropout sets the dropout of the graph's convolution nets for the next
+// run: masks from seed in training graphs, none otherwise.
+func (gr *graph) setDropout(seed uint64) {
+	for _, n := range gr.convs {
+		n.SetStep(seed, gr.train)
+	}
 }
 
 type graphReads struct {
@@ -259,6 +294,18 @@ func (b *builder) finish(wrt []*G.Node) (*graph, error) {
 
 // embed is ψ applied to the rows of x.
 func (b *builder) embed(x *G.Node) *G.Node {
+	if spec := b.cfg.Conv; spec != nil {
+		net, err := NewConvNet(*spec)
+		if err != nil {
+			panic(err)
+		}
+		ws, bs := make([]*G.Node, spec.Blocks), make([]*G.Node, spec.Blocks)
+		for l := range ws {
+			ws[l], bs[l] = b.p(fmt.Sprintf("conv%d.w", l)), b.p(fmt.Sprintf("conv%d.b", l))
+		}
+		b.convs = append(b.convs, net)
+		return must(net.Apply(x, ws, bs))
+	}
 	for i := range b.cfg.EmbedHidden {
 		x = must(Dense(x, b.p(fmt.Sprintf("embed.W%d", i)), b.p(fmt.Sprintf("embed.b%d", i)), actReLU, i > 0))
 	}
@@ -267,11 +314,29 @@ func (b *builder) embed(x *G.Node) *G.Node {
 
 // infer is the inference network's task summary s̄ (T,H) from the support
 // features Fs2 (T·n, f) and targets ys (T·n, out).
+//
+// For classification the rows are the class prototypes instead of the
+// support points (see newParams).
 func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
-	e := must(G.Concat(1, Fs2, ys))
-	e = must(Dense(e, b.p("infer.W0"), b.p("infer.b0"), actELU, true))
-	e = must(Dense(e, b.p("infer.W1"), b.p("infer.b1"), actELU, true))
-	return must(G.Mean(must(G.Reshape(e, tensor.Shape{b.T, b.NS, b.cfg.InferHidden})), 1))
+	e, rows := Fs2, b.NS
+	if b.cfg.Classify() {
+		e, rows = must(G.Reshape(b.prototypes(Fs2, ys), tensor.Shape{b.T * b.cfg.Way, b.cfg.FeatureDim()})), b.cfg.Way
+	} else {
+		e = must(G.Concat(1, Fs2, ys))
+	}
+	for i := range b.cfg.inferLayers() {
+		e = must(Dense(e, b.p(fmt.Sprintf("infer.W%d", i)), b.p(fmt.Sprintf("infer.b%d", i)), actELU, true))
+	}
+	return must(G.Mean(must(G.Reshape(e, tensor.Shape{b.T, rows, b.cfg.InferHidden})), 1))
+}
+
+// prototypes are the class means of the support features, (T, way, f):
+// Ysᵀ·Fs / shot with the one-hot support targets.
+func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
+	c := b.cfg
+	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, c.Way}))
+	f3 := must(G.Reshape(Fs2, tensor.Shape{b.T, b.NS, c.FeatureDim()}))
+	return must(G.HadamardProd(must(G.BatchedMatMul(y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
 }
 
 // front computes ψ(x) for all rows of b.x (support rows of every task,
@@ -382,6 +447,9 @@ func (b *builder) back(Fs2, Fq2, h *G.Node, outDim int, weight float64) error {
 	b.lambda = must(G.Exp(b.p("loglambda")))
 	alpha := must(KRRSolve(K, must(G.Reshape(b.ys, tensor.Shape{T, NS, outDim})), b.lambda))
 	b.pred = must(G.BatchedMatMul(Kq, alpha))
+	if cfg.Classify() {
+		b.pred = must(ClassLogits(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.p("gamma"), b.p("beta")))
+	}
 	G.Read(b.pred, &b.r.predV)
 	G.Read(b.lambda, &b.r.lambdaV)
 	if b.omega0 != nil {
@@ -391,11 +459,21 @@ func (b *builder) back(Fs2, Fq2, h *G.Node, outDim int, weight float64) error {
 		return nil
 	}
 
-	diff := must(G.Sub(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.yq))
-	b.data = must(G.Mean(must(G.Square(diff))))
+	if cfg.Classify() {
+		b.data = must(G.Mean(must(SoftmaxXent(b.pred, b.yq))))
+	} else {
+		diff := must(G.Sub(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.yq))
+		b.data = must(G.Mean(must(G.Square(diff))))
+	}
 	b.loss = b.data
 	if cfg.Kernel == KernelVRF {
-		att := must(G.Reshape(must(LaplaceAttention(Fq, Fs)), tensor.Shape{T * NQ, f}))
+		// The prior attends over the support features, or for
+		// classification over the class prototypes (REFERENCE-NOTES).
+		keys := Fs
+		if cfg.Classify() {
+			keys = b.prototypes(Fs2, b.ys)
+		}
+		att := must(G.Reshape(must(LaplaceAttention(Fq, keys)), tensor.Shape{T * NQ, f}))
 		a := must(Dense(att, b.p("prior.W0"), b.p("prior.b0"), actELU, true))
 		a = must(Dense(a, b.p("prior.W1"), b.p("prior.b1"), actELU, true))
 		mup := must(G.Reshape(must(Dense(a, b.p("prior.Wmu"), b.p("prior.bmu"), actNone, true)), tensor.Shape{T, NQ, f}))

@@ -18,6 +18,8 @@ const (
 	streamEvalNoise
 	streamDisplayTask
 	streamDisplayNoise
+	streamValTasks
+	streamValNoise
 )
 
 func streamRNG(seed, stream, index uint64) *rand.Rand {
@@ -60,9 +62,10 @@ type Model struct {
 
 // noise is one draw of everything random a forward pass needs.
 type noise struct {
-	eps    []float64 // (T,D,d) standard normal: ω₀ = μ + σ⊙ε, or ω itself for RFF
-	phase  []float64 // (T,D) RFF phases b ~ U[0, 2π]
-	logq0c []float64 // (T) the gradient-free part of the mean log q0(ω₀)
+	eps      []float64 // (T,D,d) standard normal: ω₀ = μ + σ⊙ε, or ω itself for RFF
+	phase    []float64 // (T,D) RFF phases b ~ U[0, 2π]
+	logq0c   []float64 // (T) the gradient-free part of the mean log q0(ω₀)
+	dropSeed uint64    // seeds the dropout masks of a convolutional ψ
 }
 
 // stepInput is the data of one training iteration.
@@ -132,6 +135,7 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int) {
 		}
 		n.logq0c[t] = -0.5*s/float64(D) - 0.5*float64(f)*log2Pi
 	}
+	n.dropSeed = rng.Uint64()
 }
 
 func (m *Model) drawNoise(rng *rand.Rand, T int) {
@@ -142,7 +146,7 @@ func (m *Model) drawNoise(rng *rand.Rand, T int) {
 func (m *Model) prepare(iter int, in *stepInput) {
 	c := m.Cfg
 	in.iter = iter
-	in.batch.Resize(c.MetaBatch, c.Shot, c.Query, m.Src.InDim(), m.Src.OutDim())
+	in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
 	m.Src.Sample(streamRNG(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
 	in.noise.draw(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim())
 }
@@ -215,6 +219,7 @@ func (m *Model) run(gr *graph, b *Batch, nz *noise, state *LSTMState, bound func
 	if bound != nil {
 		bound()
 	}
+	gr.setDropout(nz.dropSeed)
 	gr.vm.Reset()
 	if err := gr.vm.RunAll(); err != nil {
 		return err
@@ -239,7 +244,7 @@ type StepStats struct {
 // parameters and carried state are left as they were.
 func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepStats, error) {
 	c := m.Cfg
-	sh := shape{T: c.MetaBatch, NS: c.Shot, NQ: c.Query, train: true}
+	sh := shape{T: c.MetaBatch, NS: c.SupportPoints(), NQ: c.QueryPoints(), train: true}
 	st, err := m.staged(sh)
 	if err != nil {
 		return StepStats{}, err

@@ -24,6 +24,7 @@ type Snapshot struct {
 	ItersPerSec                      float64       // over this process's iterations
 	Display                          *Display      // set when a display snapshot was taken
 	Eval                             *EvalResult   // set by the final evaluation (with Done) and by CmdEvaluate
+	Val                              *EvalResult   // set when a validation ran at Iter (Config.ValEvery)
 	Done                             bool
 }
 
@@ -54,6 +55,11 @@ type RunOptions struct {
 
 	// Control carries commands served between iterations (control.go); nil: none.
 	Control <-chan Command
+
+	// Val, when set with cfg.ValEvery, is validated on during training (the
+	// validation split); Test, when set, is what the final evaluation draws
+	// its tasks from (the test split) instead of the training source.
+	Val, Test TaskSource
 }
 
 // Result is what a finished or interrupted run produced.
@@ -99,12 +105,17 @@ type Summary struct {
 	MsPerIter    float64     `json:"ms_per_iter"`
 	EvalSeconds  float64     `json:"eval_seconds"`
 	Eval         *EvalResult `json:"eval"`
-	Params       int         `json:"params"`
-	Final        MetricsRow  `json:"final"`
-	GOMAXPROCS   int         `json:"gomaxprocs"`
-	GoVersion    string      `json:"go_version"`
-	Finished     time.Time   `json:"finished"`
-	Config       Config      `json:"config"`
+	// EvalCheckpoint names the parameters evaluated: the best-validation
+	// checkpoint when the run validated, else the last.
+	EvalCheckpoint string      `json:"eval_checkpoint"`
+	BestIter       int         `json:"best_iter,omitempty"`
+	BestVal        *EvalResult `json:"best_val,omitempty"`
+	Params         int         `json:"params"`
+	Final          MetricsRow  `json:"final"`
+	GOMAXPROCS     int         `json:"gomaxprocs"`
+	GoVersion      string      `json:"go_version"`
+	Finished       time.Time   `json:"finished"`
+	Config         Config      `json:"config"`
 }
 
 // Run file names inside a run directory.
@@ -113,7 +124,30 @@ const (
 	FileMetrics    = "metrics.jsonl"
 	FileSummary    = "summary.json"
 	FileCheckpoint = "checkpoint.gob"
+	FileBest       = "best.gob"  // the best-validation parameters
+	FileVal        = "val.jsonl" // one validation per line: the learning curve
 )
+
+// ValRow is one line of val.jsonl. Unlike metrics.jsonl it carries the
+// training time so far, for learning curves against wall-clock time.
+type ValRow struct {
+	Iter         int     `json:"iter"`
+	Metric       string  `json:"metric"`
+	Mean         float64 `json:"mean"`
+	CI95         float64 `json:"ci95"`
+	Tasks        int     `json:"tasks"`
+	TrainSeconds float64 `json:"train_seconds"`
+	Best         bool    `json:"best"`
+}
+
+// better reports whether metric value a beats b: higher accuracy, lower
+// error.
+func better(metric string, a, b float64) bool {
+	if metric == "accuracy" {
+		return a > b
+	}
+	return a < b
+}
 
 // RunConfig is config.json: enough to rebuild the model of a run.
 type RunConfig struct {
@@ -171,12 +205,15 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 	start := 0
 	var win window
 	var trainBefore float64
+	bestVal, bestIter := 0.0, 0
 	if ck != nil {
 		if err := ck.restore(m, opt); err != nil {
 			return res, err
 		}
 		start, win, trainBefore = ck.Iter, ck.Window, ck.TrainSeconds
+		bestVal, bestIter = ck.BestVal, ck.BestIter
 	}
+	validate := cfg.ValEvery > 0 && opts.Val != nil
 
 	var metrics *metricsWriter
 	if opts.Dir != "" {
@@ -203,11 +240,46 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 			return err
 		}
 		c := newCheckpoint(opts.Preset, src.Name(), m, opt, iter, win, trainSec)
+		c.BestVal, c.BestIter = bestVal, bestIter
 		if err := c.Save(filepath.Join(opts.Dir, FileCheckpoint)); err != nil {
 			return err
 		}
 		saved = iter
 		return nil
+	}
+	var valLog *os.File
+	if validate && opts.Dir != "" {
+		if valLog, err = openValLog(filepath.Join(opts.Dir, FileVal), start); err != nil {
+			return res, err
+		}
+		defer valLog.Close()
+	}
+	// validation evaluates on the validation source and keeps the best
+	// parameters in their own checkpoint; its time is not training time.
+	validation := func(iter int, trainSec float64) (*EvalResult, time.Duration, error) {
+		v0 := time.Now()
+		ev, err := m.evaluate(opts.Val, streamValTasks, streamValNoise, cfg.ValTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+		if err != nil {
+			return nil, 0, err
+		}
+		best := bestIter == 0 || better(ev.Metric, ev.Mean, bestVal)
+		if best {
+			bestVal, bestIter = ev.Mean, iter
+			if opts.Dir != "" {
+				c := newCheckpoint(opts.Preset, src.Name(), m, opt, iter, window{}, trainSec)
+				c.BestVal, c.BestIter = bestVal, bestIter
+				if err := c.Save(filepath.Join(opts.Dir, FileBest)); err != nil {
+					return nil, 0, err
+				}
+			}
+		}
+		if valLog != nil {
+			b, _ := json.Marshal(ValRow{Iter: iter, Metric: ev.Metric, Mean: ev.Mean, CI95: ev.CI95, Tasks: ev.Tasks, TrainSeconds: trainSec, Best: best})
+			if _, err := valLog.Write(append(b, '\n')); err != nil {
+				return nil, 0, err
+			}
+		}
+		return &ev, time.Since(v0), nil
 	}
 
 	var grads [][]float64
@@ -267,6 +339,14 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 			}
 			win = window{}
 		}
+		var val *EvalResult
+		if validate && done%cfg.ValEvery == 0 {
+			var spent time.Duration
+			if val, spent, err = validation(done, trainSec()); err != nil {
+				return res, err
+			}
+			t0 = t0.Add(spent)
+		}
 		if obs != nil {
 			var disp *Display
 			if done%cfg.SnapshotEvery == 0 || done == cfg.Iters || done == start+1 {
@@ -274,10 +354,10 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 					return res, err
 				}
 			}
-			if disp != nil || time.Since(lastReport) >= opts.ReportEvery {
+			if disp != nil || val != nil || time.Since(lastReport) >= opts.ReportEvery {
 				lastReport = time.Now()
 				s := snapshot(done)
-				s.Display = disp
+				s.Display, s.Val = disp, val
 				if err := obs.Observe(s); err != nil {
 					return stop(done, err)
 				}
@@ -302,15 +382,42 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		return res, nil
 	}
 	e0 := time.Now()
-	ev, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	evalSrc, which := src, "last"
+	if opts.Test != nil {
+		evalSrc = opts.Test
+	}
+	var bestEv *EvalResult
+	if validate {
+		// The paper's protocol: test the parameters that validated best.
+		if cfg.Iters%cfg.ValEvery != 0 {
+			if bestEv, _, err = validation(cfg.Iters, res.TrainSeconds); err != nil {
+				return res, err
+			}
+		}
+		if opts.Dir != "" && bestIter > 0 {
+			bm, err := LoadCheckpoint(filepath.Join(opts.Dir, FileBest))
+			if err != nil {
+				return res, err
+			}
+			if err := bm.restore(m, NewOptimizer(cfg, m.Params.List)); err != nil {
+				return res, err
+			}
+			which = "best"
+		}
+	}
+	ev, err := m.evaluate(evalSrc, streamEvalTasks, streamEvalNoise, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
 	if err != nil {
 		return res, err
 	}
 	res.Eval = &ev
 	if opts.Dir != "" {
+		if bestEv == nil && bestIter > 0 {
+			bestEv = &EvalResult{Metric: ev.Metric, Mean: bestVal, Tasks: cfg.ValTasks}
+		}
 		sum := Summary{Preset: opts.Preset, Variant: cfg.Variant(), Source: src.Name(), Seed: cfg.Seed,
 			Iters: cfg.Iters, TrainSeconds: res.TrainSeconds, MsPerIter: res.MsPerIter,
-			EvalSeconds: time.Since(e0).Seconds(), Eval: &ev, Params: m.Params.Count(),
+			EvalSeconds: time.Since(e0).Seconds(), Eval: &ev, EvalCheckpoint: which, BestIter: bestIter, BestVal: bestEv,
+			Params:     m.Params.Count(),
 			Final:      MetricsRow{Iter: cfg.Iters, Loss: last.Loss, Data: last.Data, KL: last.KL, ELBO: -last.Loss, Lambda: last.Lambda, LR: cfg.LR, GradNorm: last.GradNorm},
 			GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), Finished: time.Now().UTC(), Config: cfg}
 		if err := writeJSONAtomic(filepath.Join(opts.Dir, FileSummary), sum); err != nil {
@@ -460,4 +567,23 @@ func (mw *metricsWriter) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// openValLog opens val.jsonl for appending; a resumed run first drops the
+// rows past its checkpoint (they will be computed again).
+func openValLog(path string, keepThrough int) (*os.File, error) {
+	var keep []byte
+	if data, err := os.ReadFile(path); err == nil {
+		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+			var r ValRow
+			if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &r) != nil || r.Iter > keepThrough {
+				continue
+			}
+			keep = append(keep, line...)
+		}
+	}
+	if err := writeFileAtomic(path, keep); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 }

@@ -148,10 +148,17 @@ func (st *staged) parallel(fn func(r int) error) error {
 	return nil
 }
 
-func runGraph(gr *graph) error {
+// rangeSeed is task range r's dropout seed: each range's nets number their
+// ops from 0, and equal seeds would give equal masks to the images at the
+// same place in different ranges. The summary and seeded-summary passes of
+// a range share it, so both see the same masks.
+func rangeSeed(seed uint64, r int) uint64 { return seed ^ uint64(r+1)*0x9e3779b97f4a7c15 }
+
+func runGraph(gr *graph, dropSeed uint64) error {
 	if err := gr.bindParams(); err != nil {
 		return err
 	}
+	gr.setDropout(dropSeed)
 	gr.vm.Reset()
 	return gr.vm.RunAll()
 }
@@ -197,7 +204,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 
 	if st.dirs > 0 {
 		// 1, 2: summaries, then the LSTM forward over all tasks.
-		if err := st.parallel(func(r int) error { return runGraph(st.sums[r]) }); err != nil {
+		if err := st.parallel(func(r int) error { return runGraph(st.sums[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
 			return stats, err
 		}
 		st.sbar = grow(st.sbar, T*H)
@@ -222,7 +229,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 	}
 
 	// 3: the task stages.
-	if err := st.parallel(func(r int) error { return runGraph(st.tasks[r]) }); err != nil {
+	if err := st.parallel(func(r int) error { return runGraph(st.tasks[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
 		return stats, err
 	}
 	if len(*grads) != len(ps.List) {
@@ -283,7 +290,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 	for r, gr := range st.seeded {
 		setInput(gr.seedH, st.dSbar[st.lo[r]*H:st.lo[r+1]*H])
 	}
-	if err := st.parallel(func(r int) error { return runGraph(st.seeded[r]) }); err != nil {
+	if err := st.parallel(func(r int) error { return runGraph(st.seeded[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
 		return stats, err
 	}
 	for _, gr := range st.seeded {

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -17,18 +18,27 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 		cases[v] = nil
 	}
 	cases["vrf+lstm"] = func(c *Config) { c.Context = ContextLSTM }
+	for _, v := range Variants {
+		cases["classify/"+v] = nil
+	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {
-			v := name
+			v, classify := strings.CutPrefix(name, "classify/")
 			if mut != nil {
 				v = "vrf+ctx"
 			}
 			cfg := smallConfig(v)
+			var src TaskSource = sineLike{}
+			if classify {
+				// Without dropout: the stages' nets draw their own masks.
+				cfg = classConfig(v, 1)
+				src = blobs{way: 3, side: 7}
+			}
 			cfg.MetaBatch = 5
 			if mut != nil {
 				mut(&cfg)
 			}
-			m, err := NewModel(cfg, sineLike{})
+			m, err := NewModel(cfg, src)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,7 +58,7 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 					}
 				}
 			}
-			sh := shape{T: cfg.MetaBatch, NS: cfg.Shot, NQ: cfg.Query, train: true}
+			sh := shape{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true}
 			one, err := m.graph(sh)
 			if err != nil {
 				t.Fatal(err)
@@ -62,9 +72,9 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 			}
 			// The flow's float32 sums over tasks round differently when the
 			// tasks are split; compare its float64 instantiation.
-			for _, gr := range append([]*graph{one}, st.tasks...) {
-				if gr.flow != nil {
-					gr.flow.Kernel().f64 = true
+			for _, gs := range [][]*graph{{one}, st.tasks, st.sums, st.seeded} {
+				for _, gr := range gs {
+					useFloat64(gr)
 				}
 			}
 			in := &m.bufs[0]
