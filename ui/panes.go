@@ -494,7 +494,7 @@ func (r runRow) active() bool {
 
 func runsPane(t Theme, rows []runRow, w, h int) string {
 	var lines []string
-	lines = append(lines, t.Dim.Render(fmt.Sprintf("   %-3s %-11s %-9s %-13s %6s %9s  %s", "on", "variant", "state", "iteration", "it/s", "loss", "eval (tasks)")))
+	lines = append(lines, t.Dim.Render(fmt.Sprintf("   %-3s %-13s%-9s %-13s %6s %8s %s", "on", " variant", "state", "iteration", "it/s", "loss", "eval (tasks)")))
 	var sel *runRow
 	var errs []string
 	for i := range rows {
@@ -504,9 +504,9 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 		if r.active() {
 			box = "[x]"
 		}
-		name := fmt.Sprintf("%-11s", r.Name)
+		name := fmt.Sprintf("%-12s", r.Name)
 		if t.Mono {
-			name = fmt.Sprintf("%c %-9s", t.Marker(vi), r.Name)
+			name = fmt.Sprintf("%c %-10s", t.Marker(vi), r.Name)
 		}
 		name = t.Series(vi).Render(name)
 		if r.Selected {
@@ -541,7 +541,7 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 		case "off":
 			state = t.Dim.Render(state)
 		}
-		lines = append(lines, fmt.Sprintf("%s %s %s%s %-13s %6s %9s  %s", t.Key.Render(r.Key), box, name, state, it, ips, loss, ev))
+		lines = append(lines, fmt.Sprintf("%s %s %s%s %-13s %6s %8s %s", t.Key.Render(r.Key), box, name, state, it, ips, loss, ev))
 	}
 	lines = append(lines, t.Dim.Render("same seed and task stream for every variant · 1-6 toggle · v selects"))
 	if sel != nil && sel.Dir != "" {
