@@ -102,6 +102,8 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	evalTasks := fs.Int("eval-tasks", 0, "tasks in the final evaluation (default: the preset's)")
 	resume := fs.String("resume", "", "continue the interrupted run in this directory")
 	quiet := fs.Bool("quiet", false, "print only the final result")
+	data := fs.String("data", "", "Omniglot folder with images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/omniglot, ./data/omniglot or ../shared/data/omniglot)")
+	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
@@ -119,10 +121,12 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if set["seed"] && *seed < 0 {
 		return fail(stderr, fmt.Errorf("run: --seed must be ≥ 0, got %d", *seed))
 	}
+	if set["minutes"] && !(*minutes > 0) {
+		return fail(stderr, fmt.Errorf("run: --minutes must be positive, got %g", *minutes))
+	}
 
 	var cfg engine.Config
-	var presetName, dir string
-	var src engine.TaskSource
+	var presetName, dir, family string
 	if *resume != "" {
 		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks"} {
 			if set[n] {
@@ -133,10 +137,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if err != nil {
 			return fail(stderr, err)
 		}
-		if src, err = presets.NewSource(ck.Source); err != nil {
-			return fail(stderr, err)
-		}
-		cfg, presetName, dir = ck.Config, ck.Preset, *resume
+		cfg, presetName, dir, family = ck.Config, ck.Preset, *resume, ck.Source
 		if set["iters"] {
 			if *iters < ck.Iter {
 				return fail(stderr, fmt.Errorf("run: --iters %d is below the %d iterations already done", *iters, ck.Iter))
@@ -174,9 +175,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if err := cfg.Validate(); err != nil {
 			return fail(stderr, err)
 		}
-		if src, err = presets.NewSource(p.Source); err != nil {
-			return fail(stderr, err)
-		}
+		family = p.Source
 		dir = *out
 		if dir == "" {
 			dir = session.NewRunDir(session.RunsRoot(), p.Name, cfg.Variant(), cfg.Seed, time.Now())
@@ -192,7 +191,13 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if !*quiet {
 		obs = progressPrinter(stdout)
 	}
-	res, err := engine.Run(ctx, cfg, src, engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != ""}, obs)
+	srcs, err := presets.NewSources(family, cfg, *data)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Val: srcs.Val, Test: srcs.Test,
+		Budget: time.Duration(*minutes * float64(time.Minute))}
+	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	if res.Interrupted && (errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStopped)) {
 		fmt.Fprintf(stderr, "mkbench: interrupted at iteration %d; checkpoint saved; continue with: mkbench run --resume %s\n", res.Iters, dir)
 		return 130
@@ -277,6 +282,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	run := fs.String("run", "", "run directory to evaluate")
 	tasks := fs.Int("eval-tasks", 0, "number of evaluation tasks (default: the run's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
+	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
+	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
@@ -289,28 +297,49 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["eval-tasks"] && *tasks <= 0 {
-		return fail(stderr, fmt.Errorf("eval: --eval-tasks must be positive, got %d", *tasks))
+	for _, n := range []string{"eval-tasks", "way", "shot"} {
+		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
+			return fail(stderr, fmt.Errorf("eval: --%s must be positive, got %s", n, fs.Lookup(n).Value))
+		}
 	}
-	ck, err := engine.LoadCheckpoint(filepath.Join(*run, engine.FileCheckpoint))
+	// A run that validated is tested with its best-validation parameters,
+	// as its summary was.
+	path := filepath.Join(*run, engine.FileBest)
+	if _, err := os.Stat(path); err != nil {
+		path = filepath.Join(*run, engine.FileCheckpoint)
+	}
+	ck, err := engine.LoadCheckpoint(path)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	src, err := presets.NewSource(ck.Source)
+	c := &ck.Config
+	if (set["way"] || set["shot"]) && !c.Classify() {
+		return fail(stderr, errors.New("eval: --way and --shot apply to classification runs only"))
+	}
+	if set["way"] {
+		c.Way = *way
+	}
+	if set["shot"] {
+		c.Shot = *shot
+	}
+	srcs, err := presets.NewSources(ck.Source, *c, *data)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	m, err := ck.Model(src)
+	m, err := ck.Model(srcs.Train)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	defer m.Close()
-	c := ck.Config
 	n := c.EvalTasks
 	if set["eval-tasks"] {
 		n = *tasks
 	}
-	res, err := m.Evaluate(n, c.EvalQuery, c.EvalSamples, c.Seed)
+	test := srcs.Test
+	if test == nil {
+		test = srcs.Train
+	}
+	res, err := m.EvaluateOn(test, n, c.EvalQuery, c.EvalSamples, c.Seed)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -321,7 +350,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter)
 	var sum engine.Summary
-	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && !set["way"] && !set["shot"] && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {
 			fmt.Fprintln(stdout, "matches summary.json")
 		} else {

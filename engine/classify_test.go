@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -255,5 +256,30 @@ func TestRunValidatesAndTestsBest(t *testing.T) {
 	}
 	if ev.Mean != res.Eval.Mean {
 		t.Fatalf("re-evaluated %v, run said %v", ev, res.Eval)
+	}
+}
+
+// A time budget ends training early; the run then finishes normally.
+func TestRunTimeBudget(t *testing.T) {
+	cfg := smallConfig("vrf")
+	cfg.Iters, cfg.LogEvery, cfg.EvalTasks = 1000, 5, 5
+	dir := filepath.Join(t.TempDir(), "run")
+	res, err := Run(context.Background(), cfg, sineLike{}, RunOptions{Dir: dir, Budget: time.Nanosecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Iters != 1 || res.Eval == nil || res.Interrupted {
+		t.Fatalf("budget run: %d iterations, eval %v, interrupted %v; want 1, an evaluation, not interrupted", res.Iters, res.Eval, res.Interrupted)
+	}
+	ck, err := LoadCheckpoint(filepath.Join(dir, FileCheckpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Iter != 1 {
+		t.Fatalf("checkpoint at %d, want 1", ck.Iter)
+	}
+	rows, _ := os.ReadFile(filepath.Join(dir, FileMetrics))
+	if !strings.Contains(string(rows), `"iter":1,`) {
+		t.Fatalf("metrics.jsonl lacks the last iteration:\n%s", rows)
 	}
 }

@@ -56,6 +56,11 @@ type RunOptions struct {
 	// Control carries commands served between iterations (control.go); nil: none.
 	Control <-chan Command
 
+	// Budget, when positive, ends training once this much training time has
+	// passed (resumed parts included): the run then finishes as if
+	// cfg.Iters were the iterations done, evaluation included.
+	Budget time.Duration
+
 	// Val, when set with cfg.ValEvery, is validated on during training (the
 	// validation split); Test, when set, is what the final evaluation draws
 	// its tasks from (the test split) instead of the training source.
@@ -330,6 +335,10 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		win.KL += st.KL
 		win.GradNorm += st.GradNorm
 		done := iter + 1
+		if opts.Budget > 0 && done < cfg.Iters && trainSec() >= opts.Budget.Seconds() {
+			cfg.Iters = done // out of time: this is the last iteration
+			m.Cfg.Iters = done
+		}
 		if metrics != nil && (done%cfg.LogEvery == 0 || done == cfg.Iters) {
 			n := float64(win.N)
 			row := MetricsRow{Iter: done, Loss: win.Loss / n, Data: win.Data / n, KL: win.KL / n,

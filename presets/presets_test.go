@@ -1,15 +1,17 @@
 package presets
 
 import (
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
 )
 
 func TestPresetsAreValidForEveryVariant(t *testing.T) {
 	for _, p := range All() {
-		if _, err := NewSource(p.Source); err != nil {
+		if _, err := NewSources(p.Source, p.Config, dataDir(t)); err != nil {
 			t.Errorf("%s: %v", p.Name, err)
 		}
 		for _, v := range engine.Variants {
@@ -48,5 +50,56 @@ func TestGetReturnsIndependentCopies(t *testing.T) {
 	}
 	if _, err := Get("sine-6shot"); err == nil || !strings.Contains(err.Error(), "mkbench presets") {
 		t.Fatalf("unknown preset: %v", err)
+	}
+}
+
+// dataDir is the developers' Omniglot copy; without it (outside CI) the
+// Omniglot presets are checked without their sources.
+func dataDir(t *testing.T) string {
+	const dir = "../../shared/data/omniglot"
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI needs the Omniglot data at %s: %v", dir, err)
+		}
+		t.Skipf("no Omniglot data at %s", dir)
+	}
+	return dir
+}
+
+func TestOmniglotPresetsMatchThePaper(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		way, shot int
+	}{{"omniglot-5w1s", 5, 1}, {"omniglot-5w5s", 5, 5}, {"omniglot-20w1s", 20, 1}, {"omniglot-20w5s", 20, 5}} {
+		p, err := Get(tc.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := p.Config
+		if c.Way != tc.way || c.Shot != tc.shot || c.Query != 15 || c.MetaBatch != 6 || c.Iters != 100000 ||
+			c.Bases != 780 || c.FeatureDim() != 256 || c.KLWeight != 0.01 || c.LR != 1e-3 || c.Conv.Keep != 0.9 ||
+			c.EvalTasks != 3000 || c.EvalQuery != 15 || c.ValTasks != 500 || c.Variant() != "metakernel" {
+			t.Errorf("%s: %+v", tc.name, c)
+		}
+	}
+}
+
+func TestOmniglotSourcesUseTheSplits(t *testing.T) {
+	p, _ := Get("omniglot-20w5s")
+	s, err := NewSources(p.Source, p.Config, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		src     engine.TaskSource
+		classes int
+	}{{s.Train, 4112}, {s.Val, 688}, {s.Test, 1692}} {
+		ep := tc.src.(*datasets.Episodes)
+		if ep.Set().NumClasses() != tc.classes || ep.Way() != 20 || ep.Shot() != 5 || ep.Query() != 15 {
+			t.Errorf("%s: %d classes, %d-way %d-shot %d queries", ep.Set().Name(), ep.Set().NumClasses(), ep.Way(), ep.Shot(), ep.Query())
+		}
+	}
+	if _, err := NewSources(p.Source, p.Config, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data") {
+		t.Fatalf("missing data: %v", err)
 	}
 }
