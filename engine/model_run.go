@@ -55,6 +55,7 @@ type Model struct {
 	// Training inputs are double-buffered: while step i runs, a goroutine
 	// draws the tasks and noise of step i+1 (they depend only on the seed
 	// and i), taking that work off the critical path.
+	gradBuf [][]float64 // Step's gradients
 	bufs    [2]stepInput
 	pending *stepInput
 	ready   chan struct{}
@@ -237,6 +238,13 @@ func (m *Model) run(gr *graph, b *Batch, nz *noise, state *LSTMState, bound func
 // StepStats are the scalars of one training step.
 type StepStats struct {
 	Loss, Data, KL, Lambda, GradNorm float64
+}
+
+// Step runs training iteration iter (0-based) of the task stream, as Run
+// does each iteration: forward, backward and an update by opt (made by
+// NewOptimizer for this model). For benchmarks and custom loops.
+func (m *Model) Step(iter int, opt *Optimizer) (StepStats, error) {
+	return m.trainStep(iter, opt, &m.gradBuf)
 }
 
 // trainStep runs iteration iter (0-based) of the task stream: forward,

@@ -1,0 +1,112 @@
+package presets
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+)
+
+// omniglotRun returns a preset's config and sources on the real data.
+func omniglotRun(t testing.TB, name, variant string) (engine.Config, Sources) {
+	p, err := Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	if err := c.ApplyVariant(variant, 4); err != nil {
+		t.Fatal(err)
+	}
+	dir := "../../shared/data/omniglot"
+	if tt, ok := t.(*testing.T); ok {
+		dir = dataDir(tt)
+	}
+	s, err := NewSources(p.Source, c, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
+// A short run of the real 5-way 1-shot task learns: held-out test-split
+// accuracy, far above chance (20%) already with random features (~62%),
+// rises clearly (measured: 62% → 71% after 80 iterations).
+func TestOmniglotShortTrainingLearns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains for ~30 s")
+	}
+	c, s := omniglotRun(t, "omniglot-5w1s", "vrf")
+	c.Bases, c.Iters, c.ValEvery = 256, 80, 0
+	c.EvalTasks = 60
+	m, err := engine.NewModel(c, s.Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	before, err := m.EvaluateOn(s.Test, c.EvalTasks, c.EvalQuery, c.EvalSamples, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := engine.NewOptimizer(c, m.Params.List)
+	t0 := time.Now()
+	for i := range c.Iters {
+		if _, err := m.Step(i, opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := m.EvaluateOn(s.Test, c.EvalTasks, c.EvalQuery, c.EvalSamples, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d iterations in %v; test accuracy %v before, %v after", c.Iters, time.Since(t0).Round(time.Millisecond), before, after)
+	if after.Mean < 0.65 || after.Mean < before.Mean+0.05 {
+		t.Fatalf("test accuracy after %d iterations: %v (before: %v), want ≥ 65%% and 5 points better", c.Iters, after, before)
+	}
+}
+
+// BenchmarkOmniglotStep is one training iteration of omniglot-5w1s (6
+// tasks of 5 support and 75 query images) for each variant.
+func BenchmarkOmniglotStep(b *testing.B) {
+	for _, v := range engine.Variants {
+		b.Run(v, func(b *testing.B) {
+			c, s := omniglotRun(b, "omniglot-5w1s", v)
+			m, err := engine.NewModel(c, s.Train)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			opt := engine.NewOptimizer(c, m.Params.List)
+			if _, err := m.Step(0, opt); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := m.Step(i+1, opt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOmniglotEval evaluates test episodes of omniglot-5w1s
+// (metakernel, 15 queries per class, one draw), in batches of 6.
+func BenchmarkOmniglotEval(b *testing.B) {
+	c, s := omniglotRun(b, "omniglot-5w1s", "metakernel")
+	m, err := engine.NewModel(c, s.Train)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.EvaluateOn(s.Test, 6, c.EvalQuery, c.EvalSamples, c.Seed); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.EvaluateOn(s.Test, 60, c.EvalQuery, c.EvalSamples, c.Seed); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(60*float64(b.N)/b.Elapsed().Seconds(), "episodes/s")
+}
