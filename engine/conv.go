@@ -79,13 +79,15 @@ func (s ConvSpec) FanIn(l int) int {
 	return 9 * s.Filters
 }
 
-// convLayer is the geometry of one block.
+// convLayer is the geometry of one block and how it is computed.
 type convLayer struct {
 	cin, h, w int // input channels and size (the convolution keeps the size)
-	ho, wo    int // pooled size
+	ho, wo    int // pooled size, also the Winograd tiles (one per window)
 	p, po     int // h·w and ho·wo
 	k1        int // 9·cin taps plus a column of ones that carries the bias
-	group     int // images per product (see convGroupRows)
+	wino      bool
+	group     int // images per product (see convGroupRows, convGroupTiles)
+	part      int // length of the block's weight-gradient partial
 }
 
 // convGroupRows is the number of pixel rows that one product should have at
@@ -101,7 +103,6 @@ func (s ConvSpec) layers() []convLayer {
 	for l := range ls {
 		ly := convLayer{cin: c, h: h, w: w, ho: (h + 1) / 2, wo: (w + 1) / 2, p: h * w, k1: 9*c + 1}
 		ly.po = ly.ho * ly.wo
-		ly.group = max(1, convGroupRows/ly.p)
 		ls[l] = ly
 		h, w, c = ly.ho, ly.wo, s.Filters
 	}
@@ -124,25 +125,42 @@ type convMath[F convFloat] struct {
 	// gemm computes C = alpha·op(A)·op(B) + beta·C, then clamps at zero if
 	// relu and zeroes C where !(mask > 0) if mask is not nil; serial.
 	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, alpha F, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, relu bool, mask []F, ldm int)
-	// pool and unpool: see sgemm.MaxPool4 and sgemm.Unpool4.
-	pool   func(out []F, arg []uint8, a, b, c, d []F)
-	unpool func(a, b, c, d, g, out []F, arg []uint8, scale F)
+	// pool, maskedPool and unpool: see sgemm.MaxPool4,
+	// sgemm.MaskedMaxPool4 and sgemm.Unpool4.
+	pool       func(out []F, arg []uint8, a, b, c, d []F)
+	maskedPool func(out []F, arg []uint8, a, b, c, d, ma, mb, mc, md []F)
+	unpool     func(a, b, c, d, g, out []F, arg []uint8, scale F)
 	// fromF64 and toF64 convert a rows×cols matrix from and to float64.
 	fromF64 func(dst []F, ldd int, src []float64, lds, rows, cols int)
 	toF64   func(dst []float64, ldd int, src []F, lds, rows, cols int)
 	// mask fills a dropout mask (see convDropMask).
 	mask func(m []F, key, thr uint64)
+	// addF64 adds src to dst (see sgemm.AddToFloat64).
+	addF64 func(dst []float64, src []F)
+	// Winograd tile kernels: see sgemm.WinoIn, WinoOutPool, WinoGradOut and
+	// WinoInT.
+	winoIn      func(v []F, ldv int, src []F, lds, c int)
+	winoOutPool func(out []F, arg []uint8, m []F, ldm int, bias []F, alpha F, mask []F, flags int)
+	winoGradOut func(dm []F, ldm int, db, g, out []F, arg []uint8, alpha F)
+	winoInT     func(dst []F, ldd int, dv []F, ldv, c int)
 }
 
 var convMath32 = convMath[float32]{
 	gemm: func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, relu bool, mask []float32, ldm int) {
 		ws.GemmEpilogue(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sgemm.Epilogue{ReLU: relu, Mask: mask, LdMask: ldm})
 	},
-	pool:    sgemm.MaxPool4,
-	unpool:  sgemm.Unpool4,
-	fromF64: sgemm.ToFloat32,
-	toF64:   sgemm.ToFloat64,
-	mask:    sgemm.BernoulliMask,
+	pool:       sgemm.MaxPool4,
+	maskedPool: sgemm.MaskedMaxPool4,
+	unpool:     sgemm.Unpool4,
+	fromF64:    sgemm.ToFloat32,
+	toF64:      sgemm.ToFloat64,
+	mask:       sgemm.BernoulliMask,
+	addF64:     sgemm.AddToFloat64,
+
+	winoIn:      sgemm.WinoIn,
+	winoOutPool: sgemm.WinoOutPool,
+	winoGradOut: sgemm.WinoGradOut,
+	winoInT:     sgemm.WinoInT,
 }
 
 var convMath64 = convMath[float64]{
@@ -173,11 +191,22 @@ var convMath64 = convMath[float64]{
 			}
 		}
 	},
-	pool:    convMaxPool4[float64],
-	unpool:  convUnpool4[float64],
-	fromF64: convCopyRows,
-	toF64:   convCopyRows,
-	mask:    convDropMask[float64],
+	pool:       convMaxPool4[float64],
+	maskedPool: convMaskedMaxPool4[float64],
+	unpool:     convUnpool4[float64],
+	fromF64:    convCopyRows,
+	toF64:      convCopyRows,
+	mask:       convDropMask[float64],
+	addF64: func(dst, src []float64) {
+		for i, v := range src {
+			dst[i] += v
+		}
+	},
+
+	winoIn:      convWinoIn[float64],
+	winoOutPool: convWinoOutPool[float64],
+	winoGradOut: convWinoGradOut[float64],
+	winoInT:     convWinoInT[float64],
 }
 
 // convMaxPool4 and convUnpool4 are sgemm.MaxPool4 and sgemm.Unpool4 in any
@@ -194,6 +223,31 @@ func convMaxPool4[F convFloat](out []F, arg []uint8, a, b, c, d []F) {
 			m, k = v, 2
 		}
 		if v := d[i]; v > m || v != v {
+			m, k = v, 3
+		}
+		out[i], arg[i] = m, k
+	}
+}
+
+func convMaskedMaxPool4[F convFloat](out []F, arg []uint8, a, b, c, d, ma, mb, mc, md []F) {
+	n := len(out)
+	arg, a, b, c, d = arg[:n], a[:n], b[:n], c[:n], d[:n]
+	ma, mb, mc, md = ma[:n], mb[:n], mc[:n], md[:n]
+	keep := func(v, m F) F {
+		if m > 0 {
+			return v
+		}
+		return 0
+	}
+	for i := range out {
+		m, k := keep(a[i], ma[i]), uint8(0)
+		if v := keep(b[i], mb[i]); v > m || v != v {
+			m, k = v, 1
+		}
+		if v := keep(c[i], mc[i]); v > m || v != v {
+			m, k = v, 2
+		}
+		if v := keep(d[i], md[i]); v > m || v != v {
 			m, k = v, 3
 		}
 		out[i], arg[i] = m, k
@@ -304,32 +358,34 @@ func convIm2col1[F convFloat](dst []F, ldd int, src []F, n, h, w int, ones bool)
 }
 
 // convWindows calls fn with the offsets (in pixels) of the four cells of
-// every 2×2 pooling window of an h×w map, in window order; a cell cut off
-// by the border is replaced by an earlier cell of its window (see
-// sgemm.MaxPool4).
-func convWindows(ly convLayer, fn func(o int, c0, c1, c2, c3 int)) {
+// every 2×2 pooling window of an h×w map, in window order, and their
+// places q in the window (0 for (0,0) … 3 for (1,1)). A cell cut off by
+// the border is replaced by an earlier cell of its window, offset and
+// place (see sgemm.MaxPool4).
+func convWindows(ly convLayer, fn func(wi int, c, q [4]int)) {
 	h, w := ly.h, ly.w
 	for oy := 0; oy < ly.ho; oy++ {
 		y0, y1 := 2*oy, 2*oy+1
 		for ox := 0; ox < ly.wo; ox++ {
 			x0, x1 := 2*ox, 2*ox+1
 			c0 := y0*w + x0
-			c1, c2, c3 := c0, c0, c0
+			c := [4]int{c0, c0, c0, c0}
+			var q [4]int
 			if x1 < w {
-				c1 = y0*w + x1
+				c[1], q[1] = y0*w+x1, 1
 			}
 			if y1 < h {
-				c2 = y1*w + x0
+				c[2], q[2] = y1*w+x0, 2
 			}
 			switch {
 			case x1 < w && y1 < h:
-				c3 = y1*w + x1
+				c[3], q[3] = y1*w+x1, 3
 			case y1 < h:
-				c3 = c2
+				c[3], q[3] = c[2], q[2]
 			default:
-				c3 = c1
+				c[3], q[3] = c[1], q[1]
 			}
-			fn(oy*ly.wo+ox, c0, c1, c2, c3)
+			fn(oy*ly.wo+ox, c, q)
 		}
 	}
 }
@@ -346,9 +402,10 @@ func convMaskKey(seed, stream uint64, image, block int) uint64 {
 
 // convDropMask fills m with 1 (kept) or 0 (dropped) as
 // sgemm.BernoulliMask does, in any precision (the float32 kernels call
-// BernoulliMask itself). A counter-based stream lets any worker fill any
-// image's mask, and the vectorized SplitMix64 costs ~0.3 ns per element
-// where a PCG draw per element cost 2.4.
+// BernoulliMask itself): element i of the stream that starts at key is
+// kept when its 32-bit uniform is below thr. A counter-based stream lets
+// any worker fill any image's mask, and the vectorized SplitMix64 costs
+// ~0.3 ns per element where a PCG draw per element cost 2.4.
 func convDropMask[F convFloat](m []F, key uint64, thr uint64) {
 	for i := range m {
 		z := sgemm.SplitMix(key + uint64(i/2+1)*convGamma)
@@ -363,13 +420,47 @@ func convDropMask[F convFloat](m []F, key uint64, thr uint64) {
 	}
 }
 
+// convMaskIndex is where the mask of pixel (y, x) of a block starts in the
+// image's dropout stream, which is laid out window-major: window by window
+// (row-major over the pooled map), the window's cells (0,0), (0,1), (1,0),
+// (1,1), the filters of a cell contiguous; cells that an odd size cuts off
+// keep their places. Both paths apply dropout as they pool, one window at a
+// time, and so read the stream in order.
+func convMaskIndex(ly convLayer, y, x, nf int) int {
+	return (((y/2)*ly.wo+x/2)*4 + (y%2)*2 + x%2) * nf
+}
+
 // convScratch is the working memory of one goroutine in a pass.
 type convScratch[F convFloat] struct {
 	ws      sgemm.Workspace
 	col     []F // im2col rows of a group of images
-	z, mask []F // pre-pool activations (forward) or their gradient (backward); dropout mask
+	z, mask []F // pre-pool activations (forward) or their gradient (backward); dropout masks
 	gA, gB  []F // gradients w.r.t. the input and output of a block, for a chunk
+	wv, wm  []F // Winograd: the 16 transformed-input (V, later dV) and product (M, dM) matrices
+	pad     []F // Winograd: one zero-padded image, or the gradient accumulated onto one
 }
+
+// convPath chooses how blocks are computed; tests force one or the other.
+type convPath int
+
+const (
+	convPathAuto     convPath = iota // Winograd where the block has ≥ convWinoMinCin input channels
+	convPathIm2col                   // every block by im2col and one product
+	convPathWinograd                 // every block by Winograd F(2×2, 3×3)
+)
+
+// convWinoMinCin is the input channel count from which a block runs
+// Winograd F(2×2, 3×3): 2.25 times fewer multiplications (1.7 on a 7×7
+// map, whose tiles stick out), for transforms whose cost per tile does not
+// grow with the filters, so they pay off once the channel sums are long.
+// The first block of a grey or RGB image stays on im2col, where the
+// product over 9·cin+1 taps is cheap anyway.
+const convWinoMinCin = 16
+
+// convGroupTiles is the number of tiles a Winograd group should have: the
+// 16 matrices of transformed inputs and of products of ~100 tiles × 64
+// channels (400 KB each) stay in a core's L2.
+const convGroupTiles = 128
 
 // convCore holds the state of a kernel in working precision F.
 type convCore[F convFloat] struct {
@@ -381,11 +472,13 @@ type convCore[F convFloat] struct {
 	N       int
 	chunks  [][2]int
 	chunk   int   // the largest chunk
-	wt      [][]F // per block, k1×F: row 9-tap·cin + c is W[·][c·9+tap], the last row the bias
-	wrot    [][]F // per block ≥ 1, 9F×cin: the transposed, rotated filters of the input gradient
+	wt      [][]F // im2col blocks, k1×F: row tap·cin + c is W[·][c·9+tap], the last row the bias
+	wrot    [][]F // im2col blocks ≥ 1, 9F×cin: the transposed, rotated filters of the input gradient
+	u, ut   [][]F // Winograd blocks: G g Gᵀ as 16 matrices cin×F, and transposed (16 of F×cin)
+	bias    [][]F // Winograd blocks: the bias
 	act     [][]F // act[l]: input of block l for all images (act[L]: the output)
 	arg     [][]uint8
-	part    [][]F // per chunk: weight-gradient partials of every block (wt's layout)
+	part    [][]F // per chunk: weight-gradient partials of every block
 	partOff []int
 	free    chan *convScratch[F]
 
@@ -398,29 +491,55 @@ type convCore[F convFloat] struct {
 	jFwd    convForward[F]
 	jBwd    convBackward[F]
 	jReduce convReduce[F]
-	units   [][3]int // reduce work units: block, first row, end row of wt
+	units   [][3]int    // reduce work units: block and a range of rows (im2col) or channels (Winograd)
+	sums    [][]float64 // per unit, convReduceLen sums of chunk partials
 }
 
-func newConvCore[F convFloat](spec ConvSpec, fm *convMath[F]) *convCore[F] {
+// convReduceLen is the length of a reduction unit's buffer: 16 Winograd
+// matrices × 64 filters, or 1024 filters of an im2col row, at a time.
+const convReduceLen = 1024
+
+func newConvCore[F convFloat](spec ConvSpec, fm *convMath[F], path convPath) *convCore[F] {
 	k := &convCore[F]{spec: spec, ls: spec.layers(), fm: fm, pool: newFlowPool()}
 	runtime.AddCleanup(k, func(p *flowPool) { close(p.start) }, k.pool)
-	nf := spec.Filters
-	k.wt = make([][]F, len(k.ls))
-	k.wrot = make([][]F, len(k.ls))
+	nf, L := spec.Filters, len(k.ls)
+	k.wt, k.wrot = make([][]F, L), make([][]F, L)
+	k.u, k.ut, k.bias = make([][]F, L), make([][]F, L), make([][]F, L)
 	off := 0
-	for l, ly := range k.ls {
-		k.wt[l] = flowAlloc[F](ly.k1 * nf)
-		if l > 0 {
-			k.wrot[l] = flowAlloc[F](9 * nf * ly.cin)
-		}
+	for l := range k.ls {
+		ly := &k.ls[l]
+		ly.wino = path == convPathWinograd || path == convPathAuto && ly.cin >= convWinoMinCin
 		k.partOff = append(k.partOff, off)
-		off += ly.k1 * nf
-		// Units of at most 64 rows keep both cores busy on the reduction.
-		for r := 0; r < ly.k1; r += 64 {
-			k.units = append(k.units, [3]int{l, r, min(r+64, ly.k1)})
+		if ly.wino {
+			ly.group = max(1, convGroupTiles/ly.po)
+			ly.part = 16*ly.cin*nf + nf
+			k.u[l] = flowAlloc[F](16 * ly.cin * nf)
+			k.ut[l] = flowAlloc[F](16 * nf * ly.cin)
+			k.bias[l] = flowAlloc[F](nf)
+			// Units of 8 channels keep both cores busy on the reduction.
+			for c := 0; c < ly.cin; c += 8 {
+				k.units = append(k.units, [3]int{l, c, min(c+8, ly.cin)})
+			}
+		} else {
+			ly.group = max(1, convGroupRows/ly.p)
+			ly.part = ly.k1 * nf
+			k.wt[l] = flowAlloc[F](ly.k1 * nf)
+			if l > 0 {
+				k.wrot[l] = flowAlloc[F](9 * nf * ly.cin)
+			}
+			for r := 0; r < ly.k1; r += 64 {
+				k.units = append(k.units, [3]int{l, r, min(r+64, ly.k1)})
+			}
 		}
+		off += ly.part
 	}
 	k.partOff = append(k.partOff, off)
+	// Heap buffers: the sums pass through a function value, so stack
+	// arrays would escape and be allocated on every pass.
+	k.sums = make([][]float64, len(k.units))
+	for u := range k.sums {
+		k.sums[u] = make([]float64, convReduceLen)
+	}
 	return k
 }
 
@@ -460,20 +579,32 @@ func (k *convCore[F]) scratch() *convScratch[F] {
 	default:
 	}
 	nf := k.spec.Filters
-	var col, z, g int
+	var col, z, mask, g, wv, wm, pad int
 	for l, ly := range k.ls {
-		rows := min(ly.group, k.chunk) * ly.p
+		n := min(ly.group, k.chunk)
+		if l > 0 {
+			g = max(g, k.chunk*ly.p*ly.cin)
+		}
+		if ly.wino {
+			T := n * ly.po
+			wv = max(wv, 16*T*max(ly.cin, nf))
+			wm = max(wm, 16*T*nf)
+			mask = max(mask, T*4*nf)
+			pad = max(pad, (2*ly.ho+2)*(2*ly.wo+2)*ly.cin)
+			continue
+		}
+		rows := n * ly.p
 		width := ly.k1
 		if l > 0 {
 			width = max(width, 9*nf)
-			g = max(g, k.chunk*ly.p*ly.cin)
 		}
 		col = max(col, rows*width)
 		z = max(z, rows*nf)
+		mask = max(mask, ly.po*4*nf)
 	}
 	g = max(g, k.chunk*k.ls[len(k.ls)-1].po*nf)
-	return &convScratch[F]{col: flowAlloc[F](col), z: flowAlloc[F](z), mask: flowAlloc[F](z),
-		gA: flowAlloc[F](g), gB: flowAlloc[F](g)}
+	return &convScratch[F]{col: flowAlloc[F](col), z: flowAlloc[F](z), mask: flowAlloc[F](mask),
+		gA: flowAlloc[F](g), gB: flowAlloc[F](g), wv: flowAlloc[F](wv), wm: flowAlloc[F](wm), pad: flowAlloc[F](pad)}
 }
 
 func (k *convCore[F]) release(sc *convScratch[F]) {
@@ -491,6 +622,10 @@ type convSetup[F convFloat] struct {
 
 func (j *convSetup[F]) run(l int) {
 	k := j.k
+	if k.ls[l].wino {
+		k.setupWino(l, j.ws[l], j.bs[l])
+		return
+	}
 	ly, nf := k.ls[l], k.spec.Filters
 	w, b, wt := j.ws[l], j.bs[l], k.wt[l]
 	cin := ly.cin
@@ -536,26 +671,34 @@ func (j *convForward[F]) run(ci int) {
 	for l, ly := range k.ls {
 		for g0 := lo; g0 < hi; g0 += ly.group {
 			g1 := min(g0+ly.group, hi)
+			if ly.wino {
+				k.forwardWino(l, g0, g1, sc)
+				continue
+			}
 			n, rows := g1-g0, (g1-g0)*ly.p
 			convIm2col(sc.col, ly.k1, k.act[l][g0*ly.p*ly.cin:g1*ly.p*ly.cin], n, ly.h, ly.w, ly.cin, true)
-			var mask []F
-			if k.train && k.spec.Keep < 1 {
-				mask = sc.mask[:rows*nf]
-				for i := 0; i < n; i++ {
-					k.fm.mask(mask[i*ly.p*nf:(i+1)*ly.p*nf], convMaskKey(k.seed, k.stream, g0+i, l), k.thr)
-				}
-			}
-			// z = ReLU(alpha·(im2col·wt)) ⊙ mask, the bias riding on the
-			// column of ones.
+			// z = ReLU(alpha·(im2col·wt)), the bias riding on the column of
+			// ones; dropout is applied as the windows are pooled.
 			z := sc.z[:rows*nf]
-			k.fm.gemm(&sc.ws, false, false, rows, nf, ly.k1, k.alpha, sc.col, ly.k1, k.wt[l], nf, 0, z, nf, true, mask, nf)
+			k.fm.gemm(&sc.ws, false, false, rows, nf, ly.k1, k.alpha, sc.col, ly.k1, k.wt[l], nf, 0, z, nf, true, nil, 0)
 			for i := 0; i < n; i++ {
 				zi := z[i*ly.p*nf : (i+1)*ly.p*nf]
 				o := (g0 + i) * ly.po * nf
 				out, arg := k.act[l+1][o:o+ly.po*nf], k.arg[l][o:o+ly.po*nf]
-				convWindows(ly, func(wi, c0, c1, c2, c3 int) {
-					k.fm.pool(out[wi*nf:(wi+1)*nf], arg[wi*nf:(wi+1)*nf],
-						zi[c0*nf:(c0+1)*nf], zi[c1*nf:(c1+1)*nf], zi[c2*nf:(c2+1)*nf], zi[c3*nf:(c3+1)*nf])
+				if !k.train {
+					convWindows(ly, func(wi int, c, _ [4]int) {
+						k.fm.pool(out[wi*nf:(wi+1)*nf], arg[wi*nf:(wi+1)*nf],
+							zi[c[0]*nf:(c[0]+1)*nf], zi[c[1]*nf:(c[1]+1)*nf], zi[c[2]*nf:(c[2]+1)*nf], zi[c[3]*nf:(c[3]+1)*nf])
+					})
+					continue
+				}
+				m := sc.mask[:ly.po*4*nf]
+				k.fm.mask(m, convMaskKey(k.seed, k.stream, g0+i, l), k.thr)
+				convWindows(ly, func(wi int, c, q [4]int) {
+					mw := m[wi*4*nf:]
+					k.fm.maskedPool(out[wi*nf:(wi+1)*nf], arg[wi*nf:(wi+1)*nf],
+						zi[c[0]*nf:(c[0]+1)*nf], zi[c[1]*nf:(c[1]+1)*nf], zi[c[2]*nf:(c[2]+1)*nf], zi[c[3]*nf:(c[3]+1)*nf],
+						mw[q[0]*nf:(q[0]+1)*nf], mw[q[1]*nf:(q[1]+1)*nf], mw[q[2]*nf:(q[2]+1)*nf], mw[q[3]*nf:(q[3]+1)*nf])
 				})
 			}
 		}
@@ -586,8 +729,19 @@ func (j *convBackward[F]) run(ci int) {
 	for l := L - 1; l >= 0; l-- {
 		ly := k.ls[l]
 		gw := part[k.partOff[l]:k.partOff[l+1]]
+		if ly.wino {
+			clear(gw[16*ly.cin*nf:]) // the bias gradient is accumulated
+		}
 		for g0 := lo; g0 < hi; g0 += ly.group {
 			g1 := min(g0+ly.group, hi)
+			var beta F
+			if g0 > lo {
+				beta = 1
+			}
+			if ly.wino {
+				k.backwardWino(l, lo, g0, g1, gin, gout, gw, beta, sc)
+				continue
+			}
 			n, rows := g1-g0, (g1-g0)*ly.p
 			// dz: the gradient w.r.t. the pre-activation, non-zero only at
 			// each window's maximum where it was positive.
@@ -597,16 +751,12 @@ func (j *convBackward[F]) run(ci int) {
 				o := (g0 + i) * ly.po * nf
 				gi := gin[(g0-lo+i)*ly.po*nf:][:ly.po*nf]
 				out, arg := k.act[l+1][o:o+ly.po*nf], k.arg[l][o:o+ly.po*nf]
-				convWindows(ly, func(wi, c0, c1, c2, c3 int) {
-					k.fm.unpool(di[c0*nf:(c0+1)*nf], di[c1*nf:(c1+1)*nf], di[c2*nf:(c2+1)*nf], di[c3*nf:(c3+1)*nf],
+				convWindows(ly, func(wi int, c, _ [4]int) {
+					k.fm.unpool(di[c[0]*nf:(c[0]+1)*nf], di[c[1]*nf:(c[1]+1)*nf], di[c[2]*nf:(c[2]+1)*nf], di[c[3]*nf:(c[3]+1)*nf],
 						gi[wi*nf:(wi+1)*nf], out[wi*nf:(wi+1)*nf], arg[wi*nf:(wi+1)*nf], k.alpha)
 				})
 			}
 			convIm2col(sc.col, ly.k1, k.act[l][g0*ly.p*ly.cin:g1*ly.p*ly.cin], n, ly.h, ly.w, ly.cin, true)
-			var beta F
-			if g0 > lo {
-				beta = 1
-			}
 			// Weight and (through the column of ones) bias gradients.
 			k.fm.gemm(&sc.ws, true, false, ly.k1, nf, rows, 1, sc.col, ly.k1, dz, nf, beta, gw, nf, false, nil, 0)
 			if l > 0 {
@@ -619,8 +769,8 @@ func (j *convBackward[F]) run(ci int) {
 	}
 }
 
-// convReduce sums the chunk partials of a range of rows of one block's
-// gradient in chunk order and writes them in the caller's layout.
+// convReduce sums the chunk partials of a unit of one block's gradient in
+// chunk order and writes them in the caller's layout.
 type convReduce[F convFloat] struct {
 	k        *convCore[F]
 	gws, gbs [][]float64
@@ -629,19 +779,18 @@ type convReduce[F convFloat] struct {
 func (j *convReduce[F]) run(u int) {
 	k := j.k
 	l, r0, r1 := k.units[u][0], k.units[u][1], k.units[u][2]
+	if k.ls[l].wino {
+		k.reduceWino(l, r0, r1, j.gws[l], j.gbs[l], k.sums[u])
+		return
+	}
 	ly, nf := k.ls[l], k.spec.Filters
 	cin := ly.cin
-	var acc [256]float64
+	acc := k.sums[u]
 	for r := r0; r < r1; r++ {
 		for f0 := 0; f0 < nf; f0 += len(acc) {
 			f1 := min(f0+len(acc), nf)
 			a := acc[:f1-f0]
-			clear(a)
-			for _, p := range k.part {
-				for i, v := range p[k.partOff[l]+r*nf+f0 : k.partOff[l]+r*nf+f1] {
-					a[i] += float64(v)
-				}
-			}
+			k.sumParts(a, k.partOff[l]+r*nf+f0)
 			if r == ly.k1-1 {
 				copy(j.gbs[l][f0:f1], a)
 				continue
@@ -651,6 +800,15 @@ func (j *convReduce[F]) run(u int) {
 				j.gws[l][(f0+i)*9*cin+c*9+tap] = v
 			}
 		}
+	}
+}
+
+// sumParts sets dst to the sum over chunks, in chunk order, of the
+// partials at off.
+func (k *convCore[F]) sumParts(dst []float64, off int) {
+	clear(dst)
+	for _, p := range k.part {
+		k.fm.addF64(dst, p[off:off+len(dst)])
 	}
 }
 
@@ -700,11 +858,14 @@ type ConvKernel struct {
 	// ops of one ConvNet).
 	stream uint64
 	// f64 makes the next Forward (and its Backward) run in float64, for
-	// tests that check gradients by finite differences.
-	f64 bool
-	c32 *convCore[float32]
-	c64 *convCore[float64]
-	cur convImpl
+	// tests that check gradients by finite differences; path, if not
+	// convPathAuto, forces how blocks are computed (set both before the first
+	// Forward).
+	f64  bool
+	path convPath
+	c32  *convCore[float32]
+	c64  *convCore[float64]
+	cur  convImpl
 
 	N                int
 	fwdDone, bwdDone bool
@@ -739,12 +900,12 @@ func (k *ConvKernel) Forward(N int, x []float64, ws, bs [][]float64, seed uint64
 	}
 	if k.f64 {
 		if k.c64 == nil {
-			k.c64 = newConvCore(s, &convMath64)
+			k.c64 = newConvCore(s, &convMath64, k.path)
 		}
 		k.cur = k.c64
 	} else {
 		if k.c32 == nil {
-			k.c32 = newConvCore(s, &convMath32)
+			k.c32 = newConvCore(s, &convMath32, k.path)
 		}
 		k.cur = k.c32
 	}

@@ -9,6 +9,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/mkbench/mkbench/engine/internal/sgemm"
 )
 
 // convProblem is a batch of images with parameters and an output gradient
@@ -49,14 +51,23 @@ func newConvProblem(spec ConvSpec, N int, seed uint64) *convProblem {
 }
 
 func newConvKernelPrec(t testing.TB, spec ConvSpec, f64 bool) *ConvKernel {
+	return newConvKernelPath(t, spec, f64, convPathAuto)
+}
+
+func newConvKernelPath(t testing.TB, spec ConvSpec, f64 bool, path convPath) *ConvKernel {
 	t.Helper()
 	k, err := NewConvKernel(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.f64 = f64
+	k.f64, k.path = f64, path
 	return k
 }
+
+var convPaths = []struct {
+	name string
+	path convPath
+}{{"auto", convPathAuto}, {"im2col", convPathIm2col}, {"winograd", convPathWinograd}}
 
 func (p *convProblem) forward(t testing.TB, k *ConvKernel, seed uint64, train bool) []float64 {
 	t.Helper()
@@ -92,9 +103,11 @@ func convReference(s ConvSpec, N int, x []float64, ws, bs [][]float64, seed, str
 		a := x[i*s.InDim() : (i+1)*s.InDim()]
 		for l := 0; l < s.Blocks; l++ {
 			F := s.Filters
+			ho, wo := (h+1)/2, (w+1)/2
 			var mask []float64
 			if drop {
-				mask = make([]float64, h*w*F)
+				// The stream is laid out window by window (convMaskIndex).
+				mask = make([]float64, ho*wo*4*F)
 				convDropMask(mask, convMaskKey(seed, stream, i, l), uint64(s.Keep*(1<<32)))
 			}
 			z := make([]float64, h*w*F)
@@ -115,13 +128,12 @@ func convReference(s ConvSpec, N int, x []float64, ws, bs [][]float64, seed, str
 						}
 						v := math.Max(sum, 0)
 						if drop {
-							v *= mask[(y*w+xx)*F+f] / s.Keep
+							v *= mask[convMaskIndex(convLayer{wo: wo}, y, xx, F)+f] / s.Keep
 						}
 						z[(y*w+xx)*F+f] = v
 					}
 				}
 			}
-			ho, wo := (h+1)/2, (w+1)/2
 			pooled := make([]float64, ho*wo*F)
 			for oy := 0; oy < ho; oy++ {
 				for ox := 0; ox < wo; ox++ {
@@ -169,22 +181,24 @@ var convSpecs = []struct {
 	{"groups", ConvSpec{Channels: 2, Height: 11, Width: 13, Blocks: 2, Filters: 3, Keep: 0.8}, 20},
 }
 
-// TestConvForwardMatchesReference compares both precisions with the
-// direct convolution, with dropout and without.
+// TestConvForwardMatchesReference compares both precisions and both paths
+// with the direct convolution, with dropout and without.
 func TestConvForwardMatchesReference(t *testing.T) {
 	for _, c := range convSpecs {
 		for _, train := range []bool{true, false} {
 			p := newConvProblem(c.spec, c.N, 1)
 			want := convReference(c.spec, c.N, p.x, p.ws, p.bs, 42, 0, train)
-			for _, f64 := range []bool{true, false} {
-				got := p.forward(t, newConvKernelPrec(t, c.spec, f64), 42, train)
-				e := convRelErr(got, want)
-				tol := 1e-13
-				if !f64 {
-					tol = 2e-6
-				}
-				if e > tol {
-					t.Errorf("%s train=%v f64=%v: relative error %g vs the direct convolution", c.name, train, f64, e)
+			for _, path := range convPaths {
+				for _, f64 := range []bool{true, false} {
+					got := p.forward(t, newConvKernelPath(t, c.spec, f64, path.path), 42, train)
+					e := convRelErr(got, want)
+					tol := 1e-13
+					if !f64 {
+						tol = 2e-6
+					}
+					if e > tol {
+						t.Errorf("%s %s train=%v f64=%v: relative error %g vs the direct convolution", c.name, path.name, train, f64, e)
+					}
 				}
 			}
 		}
@@ -244,26 +258,34 @@ func convFD(t *testing.T, p *convProblem, k *ConvKernel, v []float64, seed uint6
 // against finite differences, with dropout on, on odd sizes (SAME pooling
 // pads).
 func TestConvGradFD(t *testing.T) {
-	for _, c := range []int{0, 1, 5} {
-		c := convSpecs[c]
-		t.Run(c.name, func(t *testing.T) {
-			p := newConvProblem(c.spec, c.N, 3)
-			k := newConvKernelPrec(t, c.spec, true)
-			_, gws, gbs := p.run(t, k, 7, true)
-			for l := range p.ws {
-				for _, x := range []struct {
-					name string
-					v, g []float64
-				}{{"weights", p.ws[l], gws[l]}, {"bias", p.bs[l], gbs[l]}} {
-					fd := convFD(t, p, k, x.v, 7)
-					e := convRelErr(x.g, fd)
-					t.Logf("block %d %s: relative error %.3g", l, x.name, e)
-					if e > 1e-7 {
-						t.Errorf("block %d %s: relative error %g vs finite differences", l, x.name, e)
-					}
-				}
+	for _, ci := range []int{0, 1, 5} {
+		for _, path := range convPaths[1:] {
+			c := convSpecs[ci]
+			t.Run(c.name+"/"+path.name, func(t *testing.T) {
+				convCheckFD(t, c.spec, c.N, path.path)
+			})
+		}
+	}
+}
+
+// convCheckFD compares the float64 gradients of a kernel on the given path
+// with finite differences of its loss.
+func convCheckFD(t *testing.T, spec ConvSpec, N int, path convPath) {
+	p := newConvProblem(spec, N, 3)
+	k := newConvKernelPath(t, spec, true, path)
+	_, gws, gbs := p.run(t, k, 7, true)
+	for l := range p.ws {
+		for _, x := range []struct {
+			name string
+			v, g []float64
+		}{{"weights", p.ws[l], gws[l]}, {"bias", p.bs[l], gbs[l]}} {
+			fd := convFD(t, p, k, x.v, 7)
+			e := convRelErr(x.g, fd)
+			t.Logf("block %d %s: relative error %.3g", l, x.name, e)
+			if e > 1e-7 {
+				t.Errorf("block %d %s: relative error %g vs finite differences", l, x.name, e)
 			}
-		})
+		}
 	}
 }
 
@@ -574,7 +596,7 @@ func TestConvGraphGradFD(t *testing.T) {
 	c := convSpecs[0]
 	p := newConvProblem(c.spec, c.N, 11)
 	cg := newConvGraph(t, p)
-	cg.op.kern.f64 = true
+	cg.op.kern.f64, cg.op.kern.path = true, convPathWinograd
 	cg.net.SetStep(3, true)
 	vm := cg.machine()
 	defer vm.Close()
@@ -700,6 +722,78 @@ func TestConvSteadyStateAllocs(t *testing.T) {
 		pass()
 		if a := testing.AllocsPerRun(5, pass); a != 0 {
 			t.Errorf("%v allocations per pass with GOMAXPROCS=%d", a, procs)
+		}
+	}
+}
+
+// TestConvPathsAgree runs Conv-4 at the Omniglot size on both paths in
+// float32: the same masks, so outputs and gradients agree to rounding.
+func TestConvPathsAgree(t *testing.T) {
+	spec := ConvSpec{Channels: 1, Height: 28, Width: 28, Blocks: 4, Filters: 64, Keep: 0.9}
+	p := newConvProblem(spec, 6, 13)
+	o1, w1, b1 := p.run(t, newConvKernelPath(t, spec, false, convPathIm2col), 3, true)
+	o2, w2, b2 := p.run(t, newConvKernelPath(t, spec, false, convPathAuto), 3, true)
+	check := func(name string, a, b []float64) {
+		if e := convRelErr(a, b); e > 1e-5 {
+			t.Errorf("%s: im2col and Winograd differ by %g relative", name, e)
+		}
+	}
+	check("output", o1, o2)
+	for l := range w1 {
+		check("weights", w1[l], w2[l])
+		check("bias", b1[l], b2[l])
+	}
+}
+
+// TestConvWinoKernelsMatchSgemm: the generic tile kernels (the float64
+// path) evaluate exactly what internal/sgemm's do.
+func TestConvWinoKernelsMatchSgemm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	r := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for _, c := range []int{3, 8, 64, 70} {
+		ld := c + 1
+		src := r(3*5*c + 4*c)
+		v1, v2 := make([]float32, 15*ld+c), make([]float32, 15*ld+c)
+		sgemm.WinoIn(v1, ld, src, 5*c, c)
+		convWinoIn(v2, ld, src, 5*c, c)
+		if !slices.Equal(v1, v2) {
+			t.Errorf("c=%d: WinoIn differs", c)
+		}
+		bias, mask := r(c), r(4*c)
+		for flags := 0; flags < 4; flags++ {
+			o1, o2 := make([]float32, c), make([]float32, c)
+			a1, a2 := make([]uint8, c), make([]uint8, c)
+			sgemm.WinoOutPool(o1, a1, v1, ld, bias, 1.5, mask, flags)
+			convWinoOutPool(o2, a2, v1, ld, bias, 1.5, mask, flags)
+			if !slices.Equal(o1, o2) || !slices.Equal(a1, a2) {
+				t.Errorf("c=%d flags=%d: WinoOutPool differs", c, flags)
+			}
+		}
+		g, out := r(c), r(c)
+		arg := make([]uint8, c)
+		for i := range arg {
+			arg[i] = uint8(rng.IntN(4))
+		}
+		d1, d2 := make([]float32, 15*ld+c), make([]float32, 15*ld+c)
+		db1, db2 := r(c), make([]float32, c)
+		copy(db2, db1)
+		sgemm.WinoGradOut(d1, ld, db1, g, out, arg, 0.5)
+		convWinoGradOut(d2, ld, db2, g, out, arg, 0.5)
+		if !slices.Equal(d1, d2) || !slices.Equal(db1, db2) {
+			t.Errorf("c=%d: WinoGradOut differs", c)
+		}
+		x1 := r(3*5*c + 4*c)
+		x2 := slices.Clone(x1)
+		sgemm.WinoInT(x1, 5*c, d1, ld, c)
+		convWinoInT(x2, 5*c, d1, ld, c)
+		if !slices.Equal(x1, x2) {
+			t.Errorf("c=%d: WinoInT differs", c)
 		}
 	}
 }

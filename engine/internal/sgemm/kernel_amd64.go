@@ -41,10 +41,16 @@ func toFloat32AVX(dst *float32, ldd int, src *float64, lds, rows, cols int)
 //go:noescape
 func toFloat64AVX(dst *float64, ldd int, src *float32, lds, rows, cols int)
 
+//go:noescape
+func addToFloat64AVX(dst *float64, src *float32, n int)
+
 // Pooling kernels: see pool_amd64.s and pool.go.
 //
 //go:noescape
 func maxPool4AVX(out *float32, arg *uint8, a, b, c, d *float32, n int)
+
+//go:noescape
+func maskedMaxPool4AVX(out *float32, arg *uint8, a, b, c, d, ma, mb, mc, md *float32, n int)
 
 //go:noescape
 func unpool4AVX(a, b, c, d, gv, out *float32, arg *uint8, scale float32, n int)
@@ -71,8 +77,8 @@ func winoInTAVX(dst *float32, ldd int, dv *float32, ldv, c, n int)
 var avx2Impl = impl{
 	name: "avx2", k16: kern16AVX2, k8: kern8AVX2, transpose8: transpose8AVX,
 	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
-	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX,
-	maxPool4: maxPool4AVX, unpool4: unpool4AVX, bernoulli: bernoulliAVX,
+	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX, addToFloat64: addToFloat64AVX,
+	maxPool4: maxPool4AVX, maskedMaxPool4: maskedMaxPool4AVX, unpool4: unpool4AVX, bernoulli: bernoulliAVX,
 	winoIn: winoInAVX, winoOutPool: winoOutPoolAVX, winoGradOut: winoGradOutAVX, winoInT: winoInTAVX,
 }
 

@@ -39,6 +39,43 @@ func MaxPool4(out []float32, arg []uint8, a, b, c, d []float32) {
 	}
 }
 
+// MaskedMaxPool4 is MaxPool4 of the four cells after dropout: cell x
+// counts as 0 where its mask mx is not > 0 (a NaN mask drops too). All
+// slices must be at least as long as out.
+func MaskedMaxPool4(out []float32, arg []uint8, a, b, c, d, ma, mb, mc, md []float32) {
+	n := len(out)
+	if n == 0 {
+		return
+	}
+	arg, a, b, c, d = arg[:n], a[:n], b[:n], c[:n], d[:n]
+	ma, mb, mc, md = ma[:n], mb[:n], mc[:n], md[:n]
+	n0 := 0
+	if f := active.maskedMaxPool4; f != nil && n >= 8 {
+		n0 = n &^ 7
+		f(&out[0], &arg[0], &a[0], &b[0], &c[0], &d[0], &ma[0], &mb[0], &mc[0], &md[0], n0)
+	}
+	for i := n0; i < n; i++ {
+		m, k := keep(a[i], ma[i]), uint8(0)
+		if v := keep(b[i], mb[i]); v > m || v != v {
+			m, k = v, 1
+		}
+		if v := keep(c[i], mc[i]); v > m || v != v {
+			m, k = v, 2
+		}
+		if v := keep(d[i], md[i]); v > m || v != v {
+			m, k = v, 3
+		}
+		out[i], arg[i] = m, k
+	}
+}
+
+func keep(v, m float32) float32 {
+	if m > 0 {
+		return v
+	}
+	return 0
+}
+
 // Unpool4 is the backward pass of MaxPool4 followed by a gate: with
 // v = scale·g[i] where out[i] > 0 and v = 0 elsewhere, it writes v into
 // the cell that arg[i] names and 0 into the other three. The cells are

@@ -87,3 +87,49 @@ unpoolloop:
 	JLT  unpoolloop
 	VZEROUPPER
 	RET
+
+// MTAKE is TAKE of the cell at addr after zeroing it where the mask at
+// maddr is not > 0 (Y9 = 0).
+#define MTAKE(addr, maddr, kc) \
+	VCMPPS $0x11, maddr, Y9, Y3; \
+	VANDPS addr, Y3, Y1; \
+	VCMPPS $0x1e, Y0, Y1, Y2; \
+	VCMPPS $0x03, Y1, Y1, Y3; \
+	VORPS Y3, Y2, Y2; \
+	VBLENDVPS Y2, Y1, Y0, Y0; \
+	VBLENDVPS Y2, kc, Y4, Y4
+
+// func maskedMaxPool4AVX(out *float32, arg *uint8, a, b, c, d, ma, mb, mc, md *float32, n int)
+TEXT ·maskedMaxPool4AVX(SB), NOSPLIT, $0-88
+	MOVQ out+0(FP), DI
+	MOVQ arg+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ b+24(FP), R9
+	MOVQ c+32(FP), R10
+	MOVQ d+40(FP), R11
+	MOVQ ma+48(FP), R12
+	MOVQ mb+56(FP), R13
+	MOVQ mc+64(FP), BX
+	MOVQ md+72(FP), DX
+	MOVQ n+80(FP), CX
+	CONSTS
+	VXORPS Y9, Y9, Y9
+	XORQ AX, AX
+
+mpoolloop:
+	VCMPPS $0x11, (R12)(AX*4), Y9, Y3
+	VANDPS (SI)(AX*4), Y3, Y0
+	VPXOR  Y4, Y4, Y4
+	MTAKE((R9)(AX*4), (R13)(AX*4), Y5)
+	MTAKE((R10)(AX*4), (BX)(AX*4), Y6)
+	MTAKE((R11)(AX*4), (DX)(AX*4), Y7)
+	VMOVUPS Y0, (DI)(AX*4)
+	VEXTRACTI128 $1, Y4, X8
+	VPACKSSDW    X8, X4, X4
+	VPACKUSWB    X4, X4, X4
+	MOVQ         X4, (R8)(AX*1)
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JLT  mpoolloop
+	VZEROUPPER
+	RET

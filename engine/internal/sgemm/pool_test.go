@@ -144,3 +144,51 @@ func TestUnpool4Repeats(t *testing.T) {
 		}
 	})
 }
+
+func TestMaskedMaxPool4(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{1, 7, 8, 9, 16, 64, 67} {
+		c := poolInputs(rng, n)
+		var m [4][]float32
+		for k := range m {
+			m[k] = make([]float32, n)
+			for i := range m[k] {
+				m[k][i] = float32(rng.IntN(2))
+			}
+		}
+		if n > 3 {
+			m[1][3] = float32(math.NaN()) // drops
+		}
+		var results [][]float32
+		forEachImpl(t, func(t *testing.T) {
+			out := make([]float32, n)
+			arg := make([]uint8, n)
+			MaskedMaxPool4(out, arg, c[0], c[1], c[2], c[3], m[0], m[1], m[2], m[3])
+			for i := 0; i < n; i++ {
+				var v [4]float32
+				for k := range v {
+					if m[k][i] > 0 {
+						v[k] = c[k][i]
+					}
+				}
+				mx, a := v[0], 0
+				for k := 1; k < 4; k++ {
+					if v[k] > mx || v[k] != v[k] {
+						mx, a = v[k], k
+					}
+				}
+				if math.Float32bits(out[i]) != math.Float32bits(mx) && !(mx != mx && out[i] != out[i]) || int(arg[i]) != a {
+					t.Fatalf("n=%d i=%d: got %g at %d, want %g at %d", n, i, out[i], arg[i], mx, a)
+				}
+			}
+			results = append(results, append(out, u8f(arg)...))
+		})
+		for _, r := range results[1:] {
+			for i := range r {
+				if math.Float32bits(r[i]) != math.Float32bits(results[0][i]) {
+					t.Fatalf("n=%d: kernels disagree at %d", n, i)
+				}
+			}
+		}
+	}
+}

@@ -55,10 +55,13 @@ type impl struct {
 	rowSums      func(dst, src *float32, rows, cols, ld int)
 	toFloat32    func(dst *float32, ldd int, src *float64, lds, rows, cols int)
 	toFloat64    func(dst *float64, ldd int, src *float32, lds, rows, cols int)
+	addToFloat64 func(dst *float64, src *float32, n int)
 	// Pooling kernels over n (a multiple of 8) elements, or nil; see
 	// pool.go.
 	maxPool4 func(out *float32, arg *uint8, a, b, c, d *float32, n int)
 	unpool4  func(a, b, c, d, gv, out *float32, arg *uint8, scale float32, n int)
+	// maskedMaxPool4 is maxPool4 after dropout masks per cell.
+	maskedMaxPool4 func(out *float32, arg *uint8, a, b, c, d, ma, mb, mc, md *float32, n int)
 	// bernoulli fills n (a multiple of 16) mask elements, or is nil; see
 	// mask.go.
 	bernoulli func(m *float32, key uint64, thr uint32, n int)

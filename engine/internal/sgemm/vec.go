@@ -267,3 +267,22 @@ func ToFloat64(dst []float64, ldd int, src []float32, lds, rows, cols int) {
 		}
 	}
 }
+
+// AddToFloat64 adds src, converted exactly, to dst: dst[i] += float64(src[i])
+// for i < len(src); len(dst) must be ≥ len(src). Each sum is one rounded
+// float64 addition, so the result does not depend on the kernel.
+func AddToFloat64(dst []float64, src []float32) {
+	n := len(src)
+	if n == 0 {
+		return
+	}
+	dst = dst[:n]
+	i := 0
+	if f := active.addToFloat64; f != nil && n >= 8 {
+		i = n &^ 7
+		f(&dst[0], &src[0], i)
+	}
+	for ; i < n; i++ {
+		dst[i] += float64(src[i])
+	}
+}

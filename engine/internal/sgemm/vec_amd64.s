@@ -359,3 +359,25 @@ f64next:
 	JNZ  f64row
 	VZEROUPPER
 	RET
+
+// func addToFloat64AVX(dst *float64, src *float32, n int)
+//
+// n is a positive multiple of 8.
+TEXT ·addToFloat64AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	XORQ AX, AX
+
+addf64loop:
+	VCVTPS2PD (SI)(AX*4), Y0
+	VCVTPS2PD 16(SI)(AX*4), Y1
+	VADDPD    (DI)(AX*8), Y0, Y0
+	VADDPD    32(DI)(AX*8), Y1, Y1
+	VMOVUPD   Y0, (DI)(AX*8)
+	VMOVUPD   Y1, 32(DI)(AX*8)
+	ADDQ      $8, AX
+	CMPQ      AX, CX
+	JLT       addf64loop
+	VZEROUPPER
+	RET

@@ -240,3 +240,24 @@ func BenchmarkAffineCoupling(b *testing.B) {
 		})
 	}
 }
+
+func TestAddToFloat64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 9))
+	for _, n := range []int{0, 1, 7, 8, 9, 64, 100} {
+		src := make([]float32, n)
+		base := make([]float64, n)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64())
+			base[i] = rng.NormFloat64() * 1e3
+		}
+		forEachImpl(t, func(t *testing.T) {
+			dst := append([]float64(nil), base...)
+			AddToFloat64(dst, src)
+			for i := range dst {
+				if dst[i] != base[i]+float64(src[i]) {
+					t.Fatalf("n=%d i=%d: got %g, want %g", n, i, dst[i], base[i]+float64(src[i]))
+				}
+			}
+		})
+	}
+}
