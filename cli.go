@@ -104,6 +104,8 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	quiet := fs.Bool("quiet", false, "print only the final result")
 	data := fs.String("data", "", "Omniglot folder with images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/omniglot, ./data/omniglot or ../shared/data/omniglot)")
 	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
+	valEvery := fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
+	valTasks := fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
@@ -113,7 +115,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range []string{"iters", "eval-tasks"} {
+	for _, n := range []string{"iters", "eval-tasks", "val-every", "val-tasks"} {
 		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
 			return fail(stderr, fmt.Errorf("run: --%s must be positive, got %s", n, fs.Lookup(n).Value))
 		}
@@ -128,7 +130,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	var cfg engine.Config
 	var presetName, dir, family string
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks"} {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can", n))
 			}
@@ -171,6 +173,12 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		}
 		if set["eval-tasks"] {
 			cfg.EvalTasks = *evalTasks
+		}
+		if set["val-every"] {
+			cfg.ValEvery = *valEvery
+		}
+		if set["val-tasks"] {
+			cfg.ValTasks = *valTasks
 		}
 		if err := cfg.Validate(); err != nil {
 			return fail(stderr, err)

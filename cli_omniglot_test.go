@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// omniglotData is the developers' Omniglot copy; CI must have it.
+func omniglotData(t *testing.T) string {
+	dir, err := filepath.Abs("../shared/data/omniglot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI needs the Omniglot data at %s: %v", dir, err)
+		}
+		t.Skipf("no Omniglot data at %s", dir)
+	}
+	return dir
+}
+
+// An Omniglot run from the command line: trains, validates, keeps the best
+// parameters and tests them on the test split; eval reproduces the number
+// and evaluates at another way and shot.
+func TestOmniglotRunAndEval(t *testing.T) {
+	data := omniglotData(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	so, se, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--variant", "rbf", "--iters", "4", "--val-every", "2",
+		"--val-tasks", "6", "--eval-tasks", "6", "--data", data, "--out", dir, "--quiet")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, so, se)
+	}
+	for _, f := range []string{"best.gob", "val.jsonl", "summary.json", "checkpoint.gob"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("run directory lacks %s", f)
+		}
+	}
+	if !strings.Contains(so, "eval accuracy") {
+		t.Errorf("run output lacks the accuracy:\n%s", so)
+	}
+	so, se, code = mkbench(t, "eval", "--run", dir, "--data", data)
+	if code != 0 || !strings.Contains(so, "matches summary.json") {
+		t.Fatalf("eval: exit %d\n%s%s", code, so, se)
+	}
+	so, se, code = mkbench(t, "eval", "--run", dir, "--data", data, "--way", "10", "--shot", "2", "--eval-tasks", "6")
+	if code != 0 || !strings.Contains(so, "accuracy") {
+		t.Fatalf("eval at 10-way 2-shot: exit %d\n%s%s", code, so, se)
+	}
+}
+
+func TestOmniglotBadInput(t *testing.T) {
+	sine := filepath.Join(t.TempDir(), "sine")
+	if _, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--iters", "2", "--eval-tasks", "2", "--out", sine, "--quiet"); code != 0 {
+		t.Fatalf("sine run: %s", se)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--preset", "omniglot-5w1s", "--data", filepath.Join(t.TempDir(), "nothing")}, "--data"},
+		{[]string{"run", "--preset", "omniglot-5w1s", "--val-tasks", "0"}, "--val-tasks must be positive"},
+		{[]string{"run", "--preset", "sine-5shot", "--minutes", "-1"}, "--minutes must be positive"},
+		{[]string{"eval", "--run", sine, "--way", "5"}, "classification runs only"},
+		{[]string{"eval", "--run", sine, "--shot", "0"}, "--shot must be positive"},
+	} {
+		_, se, code := mkbench(t, tc.args...)
+		if code == 0 || !strings.Contains(se, tc.want) || strings.Count(strings.TrimSpace(se), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want one line with %q", tc.args, code, se, tc.want)
+		}
+	}
+}
