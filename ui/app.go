@@ -23,12 +23,21 @@ func Run(opts Options, out io.Writer) error {
 	// Whatever ended the program (quit, a signal, a panic), the runs stop
 	// here with their checkpoints; training goroutines never print.
 	sess.Close()
+	alive := 0
+	for _, r := range sess.Runs() {
+		if r.Alive() {
+			alive++
+		}
+	}
+	if alive > 0 {
+		fmt.Fprintf(out, "waiting for %d run(s) to save their checkpoints…\n", alive)
+	}
 	if !sess.Wait(2 * time.Minute) {
 		fmt.Fprintln(out, "mkbench: some runs did not stop within 2 minutes; their last checkpoints are kept")
 	}
 	summarize(out, sess.Runs())
-	if errors.Is(err, tea.ErrProgramKilled) {
-		return nil
+	if errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, tea.ErrInterrupted) {
+		return nil // a signal: the runs are checkpointed above
 	}
 	return err
 }

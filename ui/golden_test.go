@@ -169,7 +169,7 @@ func TestPaneEdgeCases(t *testing.T) {
 		{"nan-curve", curvesPane(th, curvesData{Curves: []curve{nanCurve}, DataName: "MSE"}, 78, 18), "ELBO"},
 		{"log-nonpositive", curvesPane(th, curvesData{Curves: []curve{nanCurve}, DataName: "MSE", LogY: true, EMA: true}, 78, 18), "−ELBO (log)"},
 		{"one-point", curvesPane(th, curvesData{Curves: []curve{fakeCurve("rff", 1, 10, 1)}, DataName: "MSE"}, 78, 18), "ELBO"},
-		{"no-runs", curvesPane(th, curvesData{DataName: "MSE"}, 78, 18), "no run yet"},
+		{"no-runs", curvesPane(th, curvesData{DataName: "MSE"}, 78, 18), "waiting for the first iterations"},
 		{"tiny", curvesPane(th, fakeCurves(), 20, 6), "ELBO"},
 		{"narrow-omega", omegaPane(th, omegaData{Variant: "metakernel", Display: nan}, 50, 20), "×"},
 	}

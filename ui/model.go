@@ -129,7 +129,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.dash = newDashboard(m.theme, m.keys, m.sess, msg.p)
 		m.dash.w, m.dash.h = m.w, m.h
 		m.screen = screenDashboard
-		m.dash.start(len(toggleVariants) - 1) // the default: metakernel
+		m.dash.start(variantIndex(msg.p.Variant)) // the preset's default: metakernel
 		m.dash.render()
 		return m, waitBatch(m.sess)
 

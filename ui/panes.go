@@ -84,7 +84,7 @@ func stats(x, y []float64, higherBetter bool) (latest, best, smooth float64) {
 
 func curvesPane(t Theme, d curvesData, w, h int) string {
 	if len(d.Curves) == 0 {
-		return center(t.Dim.Render("no run yet"), w, h)
+		return center(t.Dim.Render("waiting for the first iterations…"), w, h)
 	}
 	sel := d.Curves[min(max(d.Selected, 0), len(d.Curves)-1)]
 	type metric struct {
