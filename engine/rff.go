@@ -106,25 +106,22 @@ func rffForward(z, sinOut, x, omega, b []float64, d rffDims) {
 		miscGemm(blas.NoTrans, blas.Trans, d.n, d.D, d.f, 1,
 			x[t*nf:(t+1)*nf], d.f, omega[t*Df:(t+1)*Df], d.f, 0, zt, d.D)
 		bt := b[t*d.D : (t+1)*d.D]
-		if sinOut == nil {
-			for i := range d.n {
-				row := zt[i*d.D : (i+1)*d.D]
-				for j, a := range row {
-					_, co := sincos(a + bt[j])
-					row[j] = c * co
-				}
-			}
-			return
+		var st []float64
+		if sinOut != nil {
+			st = sinOut[t*nD : (t+1)*nD]
+		} else {
+			st = make([]float64, d.D) // the sines are not kept: one row of scratch
 		}
-		st := sinOut[t*nD : (t+1)*nD]
 		for i := range d.n {
 			row := zt[i*d.D : (i+1)*d.D]
-			srow := st[i*d.D : (i+1)*d.D]
-			for j, a := range row {
-				s, co := sincos(a + bt[j])
-				row[j] = c * co
-				srow[j] = s
+			for j, bj := range bt {
+				row[j] += bj
 			}
+			srow := st[:d.D]
+			if sinOut != nil {
+				srow = st[i*d.D : (i+1)*d.D]
+			}
+			dgemm.SincosScaled(srow, row, row, c)
 		}
 	})
 }

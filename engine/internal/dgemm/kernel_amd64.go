@@ -5,7 +5,7 @@ package dgemm
 import "golang.org/x/sys/cpu"
 
 // The assembly micro-kernels (kernel_amd64.s) implement kernelFunc with
-// AVX2 and FMA3: a 6×16 tile lives in 12 YMM registers.
+// AVX2 and FMA3: a 6×8 tile of doubles lives in 12 YMM registers.
 
 //go:noescape
 func kern8AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb int, c *float64, ldc int, alpha, beta float64, flags int, bias, mask *float64, ldm int)

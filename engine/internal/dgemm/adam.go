@@ -1,0 +1,34 @@
+package dgemm
+
+import "math"
+
+// Adam applies one Adam update to the parameters p with gradients g and
+// moments m, v (all of one length):
+//
+//	g' = scale·g;  m = b1·m + (1−b1)·g';  v = b2·v + (1−b2)·g'·g'
+//	p -= step·m / (√v + eps)
+//
+// The assembly version computes exactly these operations in this order
+// (no fused multiply-adds), so both give the same bits.
+func Adam(p, g, m, v []float64, scale, step, b1, b2, eps float64) {
+	n := len(p)
+	if len(g) != n || len(m) != n || len(v) != n {
+		panic("dgemm: Adam slices differ in length")
+	}
+	done := 0
+	if adamVec != nil && n >= 4 {
+		done = n &^ 3
+		adamVec(&p[0], &g[0], &m[0], &v[0], done, scale, step, b1, b2, eps)
+	}
+	adamGo(p[done:], g[done:], m[done:], v[done:], scale, step, b1, b2, eps)
+}
+
+func adamGo(p, g, m, v []float64, scale, step, b1, b2, eps float64) {
+	c1, c2 := 1-b1, 1-b2
+	for j := range p {
+		gj := g[j] * scale
+		m[j] = b1*m[j] + c1*gj
+		v[j] = b2*v[j] + c2*gj*gj
+		p[j] -= step * m[j] / (math.Sqrt(v[j]) + eps)
+	}
+}
