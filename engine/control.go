@@ -12,7 +12,9 @@ const (
 	// CmdCheckpoint saves a checkpoint now (a no-op without a run directory).
 	CmdCheckpoint CommandKind = iota + 1
 	// CmdEvaluate evaluates the current model on Command.Tasks fresh tasks
-	// and reports the result in a Snapshot with Eval set and Done unset.
+	// (of the validation source if the run has one, else of the final
+	// evaluation's) and reports the result in a Snapshot with Eval set and
+	// Done unset.
 	CmdEvaluate
 	// CmdDisplayTask switches the display to task Command.Task; a display
 	// snapshot of the new task follows at once.
@@ -108,7 +110,16 @@ func (c *control) do(iter int, cmd Command) error {
 		if n <= 0 {
 			n = min(QuickEvalTasks, c.cfg.EvalTasks)
 		}
-		ev, err := c.m.Evaluate(n, c.cfg.EvalQuery, c.cfg.EvalSamples, c.cfg.Seed)
+		// Mid-training checks belong on the validation split; the test
+		// split is for the final number.
+		src := c.opts.Val
+		if src == nil {
+			src = c.opts.Test
+		}
+		if src == nil {
+			src = c.m.Src
+		}
+		ev, err := c.m.EvaluateOn(src, n, c.cfg.EvalQuery, c.cfg.EvalSamples, c.cfg.Seed)
 		if err != nil {
 			// A diverging model fails here first; the next training step
 			// reports it properly.

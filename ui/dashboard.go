@@ -29,7 +29,27 @@ const (
 	numPanes
 )
 
-var paneTitles = [numPanes]string{"Curves", "Sine fit", "ω after each flow step", "Ablation toggles"}
+// paneTitles and paneTabs (short, for the header) name the panes; a
+// classification preset has an accuracy curve where regression has the
+// sine fit.
+var (
+	paneTitles = [numPanes]string{"Curves", "Sine fit", "ω after each flow step", "Ablation toggles"}
+	paneTabs   = [numPanes]string{"Curves", "Fit", "ω", "Ablation"}
+)
+
+func (d *dashboard) title(p pane) string {
+	if p == paneFit && d.classify {
+		return "Validation accuracy"
+	}
+	return paneTitles[p]
+}
+
+func (d *dashboard) tab(p pane) string {
+	if p == paneFit && d.classify {
+		return "Accuracy"
+	}
+	return paneTabs[p]
+}
 
 // maxCurvePoints bounds a curve's history; past it every other point is
 // dropped, which a chart a few hundred columns wide cannot show anyway.
@@ -46,19 +66,30 @@ type runView struct {
 	display *engine.Display
 	eval    *engine.EvalResult
 	final   bool
+	vals    []session.ValPoint
 	err     error
 }
 
 func (v *runView) active() bool { return v.run != nil && !v.ended }
 
+// shown is the state as the table and status bar say it: a run past its
+// last iteration is in its final evaluation, which can take a while.
+func (v *runView) shown() string {
+	if v.state == "running" && v.last != nil && v.last.Iters > 0 && v.last.Iter >= v.last.Iters {
+		return "evaluating"
+	}
+	return v.state
+}
+
 // dashboard is the training screen: four panes and a status bar, drawn
 // from the runs' batches. Rendering happens when data or layout change
 // (render); View only returns the last frame.
 type dashboard struct {
-	theme  Theme
-	keys   KeyMap
-	sess   *session.Session
-	preset presets.Preset
+	theme    Theme
+	keys     KeyMap
+	sess     *session.Session
+	preset   presets.Preset
+	classify bool // a classification preset: accuracy instead of the sine fit, no ω display
 
 	views    [len(toggleVariants)]*runView
 	selected int // index into views: whose ω, fit and numbers are shown
@@ -82,7 +113,8 @@ type dashboard struct {
 }
 
 func newDashboard(t Theme, k KeyMap, sess *session.Session, p presets.Preset) dashboard {
-	d := dashboard{theme: t, keys: k, sess: sess, preset: p, selected: len(toggleVariants) - 1, pairY: 1}
+	d := dashboard{theme: t, keys: k, sess: sess, preset: p, classify: p.Config.Classify(),
+		selected: variantIndex(p.Variant), pairY: 1}
 	for i, v := range toggleVariants {
 		d.views[i] = &runView{variant: v, state: "off", curve: curve{Variant: v}, final: false}
 	}
@@ -329,6 +361,10 @@ func (d *dashboard) apply(ups []session.Update) {
 				d.dirty[paneFit], d.dirty[paneOmega] = true, true
 			}
 		}
+		if len(u.Vals) > 0 {
+			v.vals = append(v.vals, u.Vals...)
+			d.dirty[paneFit] = true
+		}
 		if u.Eval != nil {
 			v.eval, v.final = u.Eval, u.Final
 			if !u.Final && u.Last != nil {
@@ -438,6 +474,9 @@ func (d *dashboard) paneBody(p pane, w, h int) string {
 	switch p {
 	case paneCurves:
 		cd := curvesData{EMA: d.ema, LogY: d.logY, DataName: "MSE", Selected: -1}
+		if d.classify {
+			cd.DataName = "NLL"
+		}
 		for i, v := range d.views {
 			if v.run == nil || len(v.curve.Iter) == 0 {
 				continue
@@ -449,8 +488,24 @@ func (d *dashboard) paneBody(p pane, w, h int) string {
 		}
 		return curvesPane(d.theme, cd, w, h)
 	case paneFit:
+		if d.classify {
+			ad := accuracyData{Selected: -1, Every: d.preset.Config.ValEvery, Tasks: d.preset.Config.ValTasks}
+			for i, v := range d.views {
+				if v.run == nil {
+					continue
+				}
+				if i == d.selected {
+					ad.Selected = len(ad.Runs)
+				}
+				ad.Runs = append(ad.Runs, accuracyRun{Variant: v.variant, Vals: v.vals})
+			}
+			return accuracyPane(d.theme, ad, w, h)
+		}
 		return fitPane(d.theme, fitData{Variant: sel.variant, Display: sel.display, Task: d.task}, w, h)
 	case paneOmega:
+		if d.classify {
+			return center(d.theme.Dim.Render("ω is drawn for regression presets: classification runs take no display snapshot"), w, h)
+		}
 		return omegaPane(d.theme, omegaData{Variant: sel.variant, Display: sel.display, Dim: d.dim, PairX: d.pairX, PairY: d.pairY}, w, h)
 	case paneRuns:
 		return runsPane(d.theme, d.rows(), w, h)
@@ -461,7 +516,7 @@ func (d *dashboard) paneBody(p pane, w, h int) string {
 func (d *dashboard) rows() []runRow {
 	var rows []runRow
 	for i, v := range d.views {
-		r := runRow{Key: string(rune('1' + i)), Name: toggleNames[i], Variant: v.variant, State: v.state,
+		r := runRow{Key: string(rune('1' + i)), Name: toggleNames[i], Variant: v.variant, State: v.shown(),
 			Loss: math.NaN(), Eval: v.eval, EvalFinal: v.final, Selected: i == d.selected}
 		if v.run != nil {
 			r.Dir, r.Iters = v.run.Dir, v.run.Config.Iters
@@ -485,14 +540,14 @@ func (d *dashboard) framePane(p pane, w, h int) string {
 	if p == d.focus {
 		style = t.PaneFocus
 	}
-	title := t.Title.Render(paneTitles[p])
+	title := t.Title.Render(d.title(p))
 	if p == paneFit || p == paneOmega {
 		title += t.Dim.Render(" · " + d.views[d.selected].variant + " (v)")
 	}
 	if p == paneCurves {
 		title += t.Dim.Render(" · m EMA · l log y")
 	}
-	if p == paneFit {
+	if p == paneFit && !d.classify {
 		title += t.Dim.Render(" · n new task")
 	}
 	body := d.paneBody(p, w-2, h-3)
@@ -531,9 +586,6 @@ func (d *dashboard) render() {
 	d.frame = block(d.header(), d.w, 1) + "\n" + block(body, d.w, d.h-3) + "\n" + statusBar(t, d.status(), d.w)
 }
 
-// paneTabs are the panes' short names in the header.
-var paneTabs = [numPanes]string{"Curves", "Fit", "ω", "Ablation"}
-
 // header names the panes, the focused one in brackets (shown alone when
 // the terminal is small), and how to get help.
 func (d *dashboard) header() string {
@@ -541,9 +593,9 @@ func (d *dashboard) header() string {
 	s := t.Title.Render(" mkbench ") + t.Dim.Render("│")
 	for p := range numPanes {
 		if p == d.focus {
-			s += t.TabActive.Render("[" + paneTabs[p] + "]")
+			s += t.TabActive.Render("[" + d.tab(p) + "]")
 		} else {
-			s += t.Tab.Render(paneTabs[p])
+			s += t.Tab.Render(d.tab(p))
 		}
 	}
 	hint := d.helpFooter.ShortHelpView(d.keys.HeaderHelp()) + " "
@@ -555,7 +607,7 @@ func (d *dashboard) header() string {
 
 func (d *dashboard) status() statusData {
 	sel := d.views[d.selected]
-	s := statusData{Preset: d.preset.Name, Variant: sel.variant, Msg: d.msg, MsgErr: d.msgErr, State: sel.state}
+	s := statusData{Preset: d.preset.Name, Variant: sel.variant, Msg: d.msg, MsgErr: d.msgErr, State: sel.shown()}
 	for i, v := range d.views {
 		if v.active() || i == d.selected && v.run != nil {
 			s.Variants = append(s.Variants, v.variant)

@@ -95,7 +95,7 @@ func TestPaneGoldens(t *testing.T) {
 			_, ps := d.layout()
 			w, h := ps[p][0]-2, ps[p][1]-3 // inside the border, under the title
 			body := d.paneBody(p, w, h)
-			name := fmt.Sprintf("%s-%dx%d", strings.ToLower(paneTabs[p]), sz[0], sz[1])
+			name := fmt.Sprintf("%s-%dx%d", strings.ToLower(d.tab(p)), sz[0], sz[1])
 			if p == paneOmega {
 				name = fmt.Sprintf("omega-%dx%d", sz[0], sz[1])
 			}
@@ -124,6 +124,39 @@ func TestPaneGoldens(t *testing.T) {
 	}
 }
 
+// The accuracy curve that classification presets show instead of the
+// sine fit.
+func TestAccuracyPaneGolden(t *testing.T) {
+	th := testTheme()
+	var runs []accuracyRun
+	for k, v := range []string{"rff", "metakernel"} {
+		r := accuracyRun{Variant: v}
+		for i := 1; i <= 12; i++ {
+			acc := 0.2 + 0.75*(1-math.Exp(-float64(i)/(3+2*float64(1-k)))) - 0.02*math.Sin(float64(i))
+			r.Vals = append(r.Vals, session.ValPoint{Iter: 500 * i, Eval: engine.EvalResult{Metric: "accuracy", Mean: acc, Tasks: 500}})
+		}
+		runs = append(runs, r)
+	}
+	d := accuracyData{Runs: runs, Selected: 1, Every: 500, Tasks: 500}
+	for _, sz := range [][2]int{{78, 18}, {78, 19}} {
+		s := accuracyPane(th, d, sz[0], sz[1])
+		checkBlock(t, "accuracy", s, sz[0], sz[1])
+		golden(t, fmt.Sprintf("pane-accuracy-%dx%d", sz[0], sz[1]), s)
+	}
+	p, err := presets.Get("omniglot-5w1s")
+	if err != nil {
+		t.Skip("no omniglot preset")
+	}
+	dash := newDashboard(th, DefaultKeyMap(), nil, p)
+	dash.w, dash.h = 160, 48
+	dash.render()
+	for _, want := range []string{"Validation accuracy", "ω is drawn for regression presets", "[Curves]  Accuracy"} {
+		if !strings.Contains(ansi.Strip(dash.view()), want) {
+			t.Errorf("classification dashboard lacks %q", want)
+		}
+	}
+}
+
 // Whole screens: the dashboard (grid or tabs), the picker, the help.
 func TestScreenGoldens(t *testing.T) {
 	th := testTheme()
@@ -135,7 +168,16 @@ func TestScreenGoldens(t *testing.T) {
 			golden(t, fmt.Sprintf("dashboard-%dx%d", w, h), d.view())
 		})
 		t.Run(fmt.Sprintf("picker-%dx%d", w, h), func(t *testing.T) {
-			p := newPicker(th, DefaultKeyMap())
+			// A fixed list: the golden shows the picker, not today's presets.
+			var all []presets.Preset
+			for _, n := range []string{"sine-10shot", "sine-3shot", "sine-5shot"} {
+				p, err := presets.Get(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, p)
+			}
+			p := newPicker(th, DefaultKeyMap(), all)
 			p, _ = p.update(tea.WindowSizeMsg{Width: w, Height: h})
 			checkBlock(t, "picker", p.view(), w, h)
 			golden(t, fmt.Sprintf("picker-%dx%d", w, h), p.view())

@@ -21,8 +21,9 @@ type Options struct {
 	// Configure, if set, adjusts every run's config last (tests use it to
 	// make runs tiny).
 	Configure func(*engine.Config)
-	// NewSource builds task sources; nil is presets.NewSource.
-	NewSource func(string) (engine.TaskSource, error)
+	// NewSources builds a run's task sources; nil is presets.NewSources
+	// with the default data directory.
+	NewSources func(family string, cfg engine.Config) (presets.Sources, error)
 	// Renderer styles the output; nil is lipgloss's default renderer,
 	// which follows the terminal and NO_COLOR.
 	Renderer *lipgloss.Renderer
@@ -79,7 +80,7 @@ func New(opts Options) Model {
 	t := NewTheme(r)
 	k := DefaultKeyMap()
 	sess := session.New(presets.Preset{}, opts.Root)
-	sess.NewSource, sess.Interval = opts.NewSource, opts.Interval
+	sess.NewSources, sess.Interval = opts.NewSources, opts.Interval
 	sess.Configure = func(c *engine.Config) {
 		if opts.Iters > 0 {
 			c.Iters = opts.Iters
@@ -91,7 +92,7 @@ func New(opts Options) Model {
 			opts.Configure(c)
 		}
 	}
-	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k), sess: sess}
+	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k, presets.All()), sess: sess}
 }
 
 // Session is where the model's runs live.

@@ -69,9 +69,10 @@ func (panicky) Sample(*rand.Rand, *engine.Batch) { panic("task source exploded")
 
 // A panic in a training worker is an error on screen; the UI goes on.
 func TestWorkerPanicShownInUI(t *testing.T) {
-	opts := Options{NewSource: func(name string) (engine.TaskSource, error) {
-		src, err := presets.NewSource(name)
-		return panicky{src}, err
+	opts := Options{NewSources: func(family string, cfg engine.Config) (presets.Sources, error) {
+		srcs, err := presets.NewSources(family, cfg, "")
+		srcs.Train = panicky{srcs.Train}
+		return srcs, err
 	}}
 	tm, scr := startDashboard(t, opts, 160, 48)
 	scr.waitFor(`metakernel failed: engine: internal error: task source exploded`)

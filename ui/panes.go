@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/ui/session"
 )
 
 // Every pane below is a pure function of its data, the theme and its size,
@@ -469,10 +471,54 @@ func fitPane(t Theme, d fitData, w, h int) string {
 	return block(t.Dim.Render(head)+"\n"+legend+"\n"+renderCanvas(&lc.Canvas, t), w, h)
 }
 
+// accuracyRun is one run's validation curve.
+type accuracyRun struct {
+	Variant string
+	Vals    []session.ValPoint
+}
+
+// accuracyData is what the accuracy pane (classification presets) shows.
+type accuracyData struct {
+	Runs         []accuracyRun
+	Selected     int
+	Every, Tasks int // validation schedule, for the header
+}
+
+// accuracyPane draws every run's validation accuracy over iterations, in
+// the place regression presets have the sine fit.
+func accuracyPane(t Theme, d accuracyData, w, h int) string {
+	head := fmt.Sprintf("validation on %d tasks every %d iterations", d.Tasks, d.Every)
+	if d.Every <= 0 {
+		head = "this preset does not validate during training; e evaluates now"
+	}
+	var sets []xySet
+	var legend []string
+	for i, r := range d.Runs {
+		vi := variantIndex(r.Variant)
+		s := xySet{idx: vi}
+		for _, v := range r.Vals {
+			s.x = append(s.x, float64(v.Iter))
+			s.y = append(s.y, v.Eval.Mean)
+		}
+		sets = append(sets, s)
+		l := t.Swatch(vi) + " " + t.Series(vi).Render(r.Variant)
+		if n := len(r.Vals); n > 0 {
+			best := slices.MaxFunc(r.Vals, func(a, b session.ValPoint) int { return cmp.Compare(a.Eval.Mean, b.Eval.Mean) })
+			l += fmt.Sprintf(" %s (best %s at %d)", num(r.Vals[n-1].Eval.Mean), num(best.Eval.Mean), best.Iter)
+		}
+		if i == d.Selected {
+			l = t.Bold.Render("▸") + l
+		}
+		legend = append(legend, l)
+	}
+	body := lineChart(t, "accuracy", sets, w, h-2, chartSpec{})
+	return block(t.Dim.Render(head)+"\n"+strings.Join(legend, "  ")+"\n"+body, w, h)
+}
+
 // runRow is one line of the ablation table.
 type runRow struct {
 	Key, Name, Variant string
-	State              string // off, starting, running, paused, stopping, stopped, done, failed
+	State              string // off, starting, running, evaluating, paused, stopping, stopped, done, failed
 	Iter, Iters        int
 	ItPerSec           float64
 	Loss               float64 // NaN before the first snapshot
@@ -486,7 +532,7 @@ type runRow struct {
 
 func (r runRow) active() bool {
 	switch r.State {
-	case "starting", "running", "paused", "stopping":
+	case "starting", "running", "paused", "stopping", "evaluating":
 		return true
 	}
 	return false
@@ -494,7 +540,7 @@ func (r runRow) active() bool {
 
 func runsPane(t Theme, rows []runRow, w, h int) string {
 	var lines []string
-	lines = append(lines, t.Dim.Render(fmt.Sprintf("   %-3s %-13s%-9s %-13s %6s %8s %s", "on", " variant", "state", "iteration", "it/s", "loss", "eval (tasks)")))
+	lines = append(lines, t.Dim.Render(fmt.Sprintf("   %-3s %-13s%-10s %-12s %6s %8s %s", "on", " variant", "state", "iteration", "it/s", "loss", "eval (tasks)")))
 	var sel *runRow
 	var errs []string
 	for i := range rows {
@@ -531,17 +577,17 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 				ev += t.Dim.Render(" final")
 			}
 		}
-		state := fmt.Sprintf("%-9s", r.State)
+		state := fmt.Sprintf("%-10s", r.State)
 		switch r.State {
 		case "failed":
 			state = t.Err.Render(state)
 			errs = append(errs, t.Err.Render(r.Name+": ")+r.Err)
-		case "paused", "stopping":
+		case "paused", "stopping", "evaluating":
 			state = t.Warn.Render(state)
 		case "off":
 			state = t.Dim.Render(state)
 		}
-		lines = append(lines, fmt.Sprintf("%s %s %s%s %-13s %6s %8s %s", t.Key.Render(r.Key), box, name, state, it, ips, loss, ev))
+		lines = append(lines, fmt.Sprintf("%s %s %s%s %-12s %6s %8s %s", t.Key.Render(r.Key), box, name, state, it, ips, loss, ev))
 	}
 	lines = append(lines, t.Dim.Render("same seed and task stream for every variant · 1-6 toggle · v selects"))
 	if sel != nil && sel.Dir != "" {

@@ -35,9 +35,9 @@ type picker struct {
 // pickedMsg says the user chose a preset.
 type pickedMsg struct{ p presets.Preset }
 
-func newPicker(t Theme, k KeyMap) picker {
+func newPicker(t Theme, k KeyMap, all []presets.Preset) picker {
 	var items []list.Item
-	for _, p := range presets.All() {
+	for _, p := range all {
 		items = append(items, presetItem{p})
 	}
 	l := list.New(items, list.NewDefaultDelegate(), 0, 0)

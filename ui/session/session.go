@@ -57,9 +57,11 @@ type Session struct {
 	// Configure, if set, adjusts each run's config after its variant is
 	// applied (iteration budget, seed; tests shrink the model with it).
 	Configure func(*engine.Config)
-	// NewSource builds the task source; nil is presets.NewSource.
-	NewSource func(name string) (engine.TaskSource, error)
-	Interval  time.Duration // between batches; 0 is DefaultInterval
+	// NewSources builds a run's task sources (training, and validation
+	// and test where the family has them); nil is presets.NewSources with
+	// the default data directory.
+	NewSources func(family string, cfg engine.Config) (presets.Sources, error)
+	Interval   time.Duration // between batches; 0 is DefaultInterval
 
 	notify    chan struct{} // one slot: "something is pending"
 	closed    chan struct{}
@@ -80,6 +82,12 @@ func New(p presets.Preset, root string) *Session {
 type Point struct {
 	Iter                 int
 	Loss, Data, KL, ELBO float64
+}
+
+// ValPoint is one validation during training.
+type ValPoint struct {
+	Iter int
+	Eval engine.EvalResult
 }
 
 // Run is one training run: a variant of the session's preset in its own
@@ -141,13 +149,11 @@ func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
 		return nil, errors.New("session: closed")
 	default:
 	}
-	newSource := s.NewSource
-	if newSource == nil {
-		newSource = presets.NewSource
-	}
-	src, err := newSource(s.Preset.Source)
-	if err != nil {
-		return nil, err
+	newSources := s.NewSources
+	if newSources == nil {
+		newSources = func(family string, cfg engine.Config) (presets.Sources, error) {
+			return presets.NewSources(family, cfg, "")
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.sess, r.cancel = s, cancel
@@ -170,7 +176,16 @@ func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
 		return nil
 	})
 	go func() {
-		res, err := safeRun(ctx, cfg, src, opts, obs)
+		// Sources are built here, not by the caller: loading a data set
+		// takes seconds, and the caller is the UI's update loop.
+		res, err := safeRun(func() (engine.Result, error) {
+			srcs, err := newSources(s.Preset.Source, r.Config)
+			if err != nil {
+				return engine.Result{}, err
+			}
+			opts.Val, opts.Test = srcs.Val, srcs.Test
+			return engine.Run(ctx, cfg, srcs.Train, opts, obs)
+		})
 		cancel()
 		// Done before the news: whoever reads Ended may Resume at once.
 		close(r.done)
@@ -180,15 +195,16 @@ func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
 	return r, nil
 }
 
-// safeRun is engine.Run with one more recover: a worker must never take
-// the terminal down with it.
-func safeRun(ctx context.Context, cfg engine.Config, src engine.TaskSource, opts engine.RunOptions, obs engine.Observer) (res engine.Result, err error) {
+// safeRun runs a worker's work with one more recover than engine.Run
+// has (loading the sources is outside it): a worker must never take the
+// terminal down with it.
+func safeRun(work func() (engine.Result, error)) (res engine.Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("session: training worker panicked: %v", p)
 		}
 	}()
-	return engine.Run(ctx, cfg, src, opts, obs)
+	return work()
 }
 
 func (s *Session) wake() {
@@ -291,7 +307,8 @@ type Update struct {
 	Last    *engine.Snapshot // the newest snapshot, Display and Eval removed
 	Display *engine.Display  // the newest display snapshot, if any came
 	Eval    *engine.EvalResult
-	Final   bool // Eval is the run's final evaluation
+	Final   bool       // Eval is the run's final evaluation
+	Vals    []ValPoint // validations since the last batch (Config.ValEvery)
 	Replies []engine.Reply
 	Ended   bool // the run is over; Result and Err are its outcome
 	Result  engine.Result
@@ -355,6 +372,7 @@ type mailbox struct {
 	display *engine.Display
 	eval    *engine.EvalResult
 	final   bool
+	vals    []ValPoint
 	replies []engine.Reply
 	ended   bool
 	result  engine.Result
@@ -362,8 +380,8 @@ type mailbox struct {
 }
 
 func (b *mailbox) observe(s engine.Snapshot) {
-	disp, ev := s.Display, s.Eval
-	s.Display, s.Eval = nil, nil
+	disp, ev, val := s.Display, s.Eval, s.Val
+	s.Display, s.Eval, s.Val = nil, nil, nil
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.fresh = true
@@ -379,6 +397,11 @@ func (b *mailbox) observe(s engine.Snapshot) {
 		e := *ev
 		e.PerTask = nil // the UI shows the summary only; keep the copy small
 		b.eval, b.final = &e, s.Done
+	}
+	if val != nil {
+		v := *val
+		v.PerTask = nil
+		b.vals = append(b.vals, ValPoint{Iter: s.Iter, Eval: v})
 	}
 }
 
@@ -402,10 +425,10 @@ func (b *mailbox) take() (Update, bool) {
 	if !b.fresh {
 		return Update{}, false
 	}
-	u := Update{Points: b.points, Last: b.last, Display: b.display, Eval: b.eval, Final: b.final,
+	u := Update{Points: b.points, Last: b.last, Display: b.display, Eval: b.eval, Final: b.final, Vals: b.vals,
 		Replies: b.replies, Ended: b.ended, Result: b.result, Err: b.err}
 	b.fresh = false
-	b.points, b.last, b.display, b.eval, b.final, b.replies = nil, nil, nil, nil, false, nil
+	b.points, b.last, b.display, b.eval, b.final, b.vals, b.replies = nil, nil, nil, nil, false, nil, nil
 	// ended stays set: a run ends once, and the flag only travels once
 	// because fresh is clear until something new (nothing) arrives.
 	return u, true

@@ -206,9 +206,10 @@ func (panicky) Sample(*rand.Rand, *engine.Batch) { panic("task source exploded")
 // A panic inside a worker ends that run with an error, nothing more.
 func TestWorkerPanicIsAnError(t *testing.T) {
 	s := newTestSession(t, 10)
-	s.NewSource = func(name string) (engine.TaskSource, error) {
-		src, err := presets.NewSource(name)
-		return panicky{src}, err
+	s.NewSources = func(family string, cfg engine.Config) (presets.Sources, error) {
+		srcs, err := presets.NewSources(family, cfg, "")
+		srcs.Train = panicky{srcs.Train}
+		return srcs, err
 	}
 	if _, err := s.Start("rff", 0); err != nil {
 		t.Fatal(err)
