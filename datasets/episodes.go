@@ -54,12 +54,99 @@ func (e *Episodes) Set() *ClassSet { return e.set }
 // Sample fills b, which must be sized for this source (NS = way·shot,
 // NQ = way·query, InDim 784, OutDim way), with b.T episodes.
 func (e *Episodes) Sample(rng *rand.Rand, b *engine.Batch) {
-	if b.NS != e.way*e.shot || b.NQ != e.way*e.query || b.InDim != OmniglotPixels || b.OutDim != e.way {
-		panic(fmt.Sprintf("datasets: Episodes.Sample: batch sized %d support, %d query, %d→%d, want %d, %d, %d→%d",
-			b.NS, b.NQ, b.InDim, b.OutDim, e.way*e.shot, e.way*e.query, OmniglotPixels, e.way))
+	checkBatch("Episodes", b, e.way, e.shot, e.query, OmniglotPixels)
+	drawEpisodes(rng, b, omniglotClasses{e.set}, e.way, e.shot, e.query)
+}
+
+// omniglotClasses gives a ClassSet the counts the shared sampler asks for.
+type omniglotClasses struct{ *ClassSet }
+
+func (omniglotClasses) ImagesIn(int) int { return OmniglotDrawings }
+
+// ClassSource is a split whose classes episodes are drawn from: Omniglot's
+// ClassSet, an image set's ImageClasses, an EmbeddingSet. Class c holds
+// ImagesIn(c) examples, each InDim values that Image writes.
+type ClassSource interface {
+	// Family names the data set, the task family of a run ("miniimagenet").
+	Family() string
+	// Name is the split's name, e.g. "train".
+	Name() string
+	NumClasses() int
+	ImagesIn(class int) int
+	InDim() int
+	// Image writes example k of class c into dst[:InDim()].
+	Image(class, k int, dst []float64)
+}
+
+// ClassEpisodes is Episodes for any ClassSource: the same protocol, rows,
+// rng order and guarantees, with classes of any size (an episode draws
+// shot+query of a class's images without replacement, so every class must
+// hold that many; NewClassEpisodes checks).
+type ClassEpisodes struct {
+	src              ClassSource
+	way, shot, query int
+}
+
+// NewClassEpisodes checks that every episode can be drawn from src: way
+// classes, and shot+query examples of every class.
+func NewClassEpisodes(src ClassSource, way, shot, query int) (*ClassEpisodes, error) {
+	if src == nil {
+		return nil, fmt.Errorf("datasets: episodes need a class set")
 	}
-	classes := make([]int32, e.set.NumClasses())
-	var images [OmniglotDrawings]int
+	switch {
+	case way <= 0 || shot <= 0 || query <= 0:
+		return nil, fmt.Errorf("datasets: %d-way %d-shot episodes with %d queries per class: all three must be positive", way, shot, query)
+	case way > src.NumClasses():
+		return nil, fmt.Errorf("datasets: %d-way episodes need %d classes, %s split %q has %d", way, way, src.Family(), src.Name(), src.NumClasses())
+	}
+	for c := 0; c < src.NumClasses(); c++ {
+		if n := src.ImagesIn(c); n < shot+query {
+			return nil, fmt.Errorf("datasets: %d shots + %d queries = %d examples per class, but class %d of %s split %q has %d", shot, query, shot+query, c, src.Family(), src.Name(), n)
+		}
+	}
+	return &ClassEpisodes{src: src, way: way, shot: shot, query: query}, nil
+}
+
+// Name is the data set's family name, e.g. "miniimagenet".
+func (e *ClassEpisodes) Name() string        { return e.src.Family() }
+func (e *ClassEpisodes) InDim() int          { return e.src.InDim() }
+func (e *ClassEpisodes) OutDim() int         { return e.way }
+func (e *ClassEpisodes) Way() int            { return e.way }
+func (e *ClassEpisodes) Shot() int           { return e.shot }
+func (e *ClassEpisodes) Query() int          { return e.query }
+func (e *ClassEpisodes) Source() ClassSource { return e.src }
+
+// Sample fills b, which must be sized for this source (NS = way·shot,
+// NQ = way·query, InDim, OutDim way), with b.T episodes.
+func (e *ClassEpisodes) Sample(rng *rand.Rand, b *engine.Batch) {
+	checkBatch("ClassEpisodes", b, e.way, e.shot, e.query, e.src.InDim())
+	drawEpisodes(rng, b, e.src, e.way, e.shot, e.query)
+}
+
+// checkBatch panics on a batch sized for another source: a programmer
+// error, not a data error.
+func checkBatch(who string, b *engine.Batch, way, shot, query, in int) {
+	if b.NS != way*shot || b.NQ != way*query || b.InDim != in || b.OutDim != way {
+		panic(fmt.Sprintf("datasets: %s.Sample: batch sized %d support, %d query, %d→%d, want %d, %d, %d→%d",
+			who, b.NS, b.NQ, b.InDim, b.OutDim, way*shot, way*query, in, way))
+	}
+}
+
+// episodeClasses is what drawEpisodes reads.
+type episodeClasses interface {
+	NumClasses() int
+	ImagesIn(class int) int
+	Image(class, k int, dst []float64)
+}
+
+// drawEpisodes is the sampler behind Episodes and ClassEpisodes. Its rng
+// order is part of the contract (seeded runs must not change when the code
+// is refactored): per task, way class draws, then for each label in turn
+// shot+query image draws.
+func drawEpisodes(rng *rand.Rand, b *engine.Batch, set episodeClasses, way, shot, query int) {
+	in := b.InDim
+	classes := make([]int32, set.NumClasses())
+	var images []int32
 	for t := 0; t < b.T; t++ {
 		// A partial Fisher–Yates shuffle gives an ordered sample: every
 		// sequence of way distinct classes is equally likely, so using the
@@ -68,34 +155,48 @@ func (e *Episodes) Sample(rng *rand.Rand, b *engine.Batch) {
 		for i := range classes {
 			classes[i] = int32(i)
 		}
-		for j := 0; j < e.way; j++ {
-			k := j + rng.IntN(len(classes)-j)
-			classes[j], classes[k] = classes[k], classes[j]
-		}
-		xs := b.XS[t*b.NS*b.InDim:][:b.NS*b.InDim]
+		partialShuffle(rng, classes, way)
+		xs := b.XS[t*b.NS*in:][:b.NS*in]
 		ys := b.YS[t*b.NS*b.OutDim:][:b.NS*b.OutDim]
-		xq := b.XQ[t*b.NQ*b.InDim:][:b.NQ*b.InDim]
+		xq := b.XQ[t*b.NQ*in:][:b.NQ*in]
 		yq := b.YQ[t*b.NQ*b.OutDim:][:b.NQ*b.OutDim]
 		clear(ys)
 		clear(yq)
-		for j, c := range classes[:e.way] {
-			for i := range images {
-				images[i] = i
+		for j, c := range classes[:way] {
+			images = drawImages(rng, images, set.ImagesIn(int(c)), shot+query)
+			for s, img := range images[:shot] {
+				row := j*shot + s
+				set.Image(int(c), int(img), xs[row*in:])
+				ys[row*way+j] = 1
 			}
-			for i := 0; i < e.shot+e.query; i++ {
-				k := i + rng.IntN(len(images)-i)
-				images[i], images[k] = images[k], images[i]
-			}
-			for s, img := range images[:e.shot] {
-				row := j*e.shot + s
-				e.set.Image(int(c), img, xs[row*OmniglotPixels:])
-				ys[row*e.way+j] = 1
-			}
-			for q, img := range images[e.shot : e.shot+e.query] {
-				row := j*e.query + q
-				e.set.Image(int(c), img, xq[row*OmniglotPixels:])
-				yq[row*e.way+j] = 1
+			for q, img := range images[shot : shot+query] {
+				row := j*query + q
+				set.Image(int(c), int(img), xq[row*in:])
+				yq[row*way+j] = 1
 			}
 		}
 	}
+}
+
+// partialShuffle puts a uniformly random ordered sample of k elements of s
+// in s[:k].
+func partialShuffle(rng *rand.Rand, s []int32, k int) {
+	for j := 0; j < k; j++ {
+		i := j + rng.IntN(len(s)-j)
+		s[j], s[i] = s[i], s[j]
+	}
+}
+
+// drawImages returns k distinct indices out of [0, n), in draw order, in
+// buf's storage.
+func drawImages(rng *rand.Rand, buf []int32, n, k int) []int32 {
+	if cap(buf) < n {
+		buf = make([]int32, n)
+	}
+	buf = buf[:n]
+	for i := range buf {
+		buf[i] = int32(i)
+	}
+	partialShuffle(rng, buf, k)
+	return buf
 }

@@ -126,15 +126,21 @@ func decodeOmniglotCache(data []byte, key [32]byte) (*Omniglot, error) {
 	return o, nil
 }
 
-// writeOmniglotCache writes to a temporary file in the cache folder and
-// renames it into place, so a crash or a concurrent reader never sees half
-// a file.
-func writeOmniglotCache(path string, o *Omniglot) (err error) {
+// writeOmniglotCache writes the cache file atomically (see writeCacheFile).
+func writeOmniglotCache(path string, o *Omniglot) error {
+	return writeCacheFile(path, "omniglot-*.tmp", func(w io.Writer) error { return encodeOmniglotCache(w, o) })
+}
+
+// writeCacheFile writes what encode produces to a temporary file (named by
+// pattern, see os.CreateTemp) in path's folder, syncs it and renames it
+// into place, so a crash or a concurrent reader never sees half a file.
+// Every data set's cache is written this way.
+func writeCacheFile(path, pattern string, encode func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("datasets: cache: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "omniglot-*.tmp")
+	f, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return fmt.Errorf("datasets: cache: %w", err)
 	}
@@ -145,7 +151,7 @@ func writeOmniglotCache(path string, o *Omniglot) (err error) {
 			err = fmt.Errorf("datasets: writing cache %s: %w", path, err)
 		}
 	}()
-	if err = encodeOmniglotCache(f, o); err != nil {
+	if err = encode(f); err != nil {
 		return err
 	}
 	if err = f.Sync(); err != nil {
