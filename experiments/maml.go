@@ -116,8 +116,10 @@ type MAMLModel struct {
 	// Adam's moments and step count, kept so that training can continue
 	// exactly where it stopped.
 	M, V []float64
-	net  *mamlNet
-	src  engine.TaskSource
+
+	window mamlWindow // MAMLBaseline's partial metrics row
+	net    *mamlNet
+	src    engine.TaskSource
 }
 
 // NewMAML initializes a model from cfg.Seed (MAML's reference
@@ -126,12 +128,16 @@ func NewMAML(cfg MAMLConfig) (*MAMLModel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return newMAMLOn(cfg, datasets.Sine{}), nil
+}
+
+// newMAMLOn is NewMAML for a validated cfg on any regression family.
+func newMAMLOn(cfg MAMLConfig, src engine.TaskSource) *MAMLModel {
 	cfg.Hidden = append([]int(nil), cfg.Hidden...)
-	src := datasets.Sine{}
 	net := newMAMLNet(src.InDim(), cfg.Hidden, src.OutDim())
 	m := &MAMLModel{Cfg: cfg, Params: make([]float64, net.n), M: make([]float64, net.n), V: make([]float64, net.n), net: net, src: src}
 	net.init(m.Params, mamlStreamRNG(cfg.Seed, mamlStreamInit, 0))
-	return m, nil
+	return m
 }
 
 // TrainMAML meta-trains a new model for cfg.Iters iterations; see Train.
@@ -161,6 +167,17 @@ const (
 // model stays usable. A non-finite loss or gradient stops training without
 // applying the update and returns an error wrapping engine.ErrNonFinite.
 func (m *MAMLModel) Train(ctx context.Context, progress func(iter int, loss float64)) error {
+	return m.train(ctx, func() error {
+		if progress != nil {
+			progress(m.Iter, m.LastLoss)
+		}
+		return nil
+	})
+}
+
+// train is Train with a hook after every update, which may end training
+// early by lowering m.Cfg.Iters, or abort it with an error.
+func (m *MAMLModel) train(ctx context.Context, after func() error) error {
 	c, net := m.Cfg, m.net
 	T, ns, nq := c.MetaBatch, c.Shot, c.Query
 	workers := min(runtime.GOMAXPROCS(0), T)
@@ -178,7 +195,7 @@ func (m *MAMLModel) Train(ctx context.Context, progress func(iter int, loss floa
 	g := make([]float64, net.n)
 	var b engine.Batch
 	in, out := m.src.InDim(), m.src.OutDim()
-	for m.Iter < c.Iters {
+	for m.Iter < m.Cfg.Iters {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -206,8 +223,8 @@ func (m *MAMLModel) Train(ctx context.Context, progress func(iter int, loss floa
 		m.Iter++
 		m.LastLoss, m.LastGradNorm = loss, norm
 		m.TrainSeconds += time.Since(t0).Seconds()
-		if progress != nil {
-			progress(m.Iter, loss)
+		if err := after(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -260,11 +277,19 @@ func mamlParallelFor(n, workers int, fn func(worker, i int)) {
 // mean over tasks ± 1.96·sd/√n. MAML's prediction is deterministic, so
 // Draws is 1.
 func (m *MAMLModel) Evaluate(tasks, query int, seed uint64) (engine.EvalResult, error) {
+	return m.evaluateOn(m.src, tasks, query, seed)
+}
+
+// evaluateOn is Evaluate on tasks from src (a test split of the family).
+func (m *MAMLModel) evaluateOn(src engine.TaskSource, tasks, query int, seed uint64) (engine.EvalResult, error) {
 	if tasks <= 0 || query <= 0 {
 		return engine.EvalResult{}, fmt.Errorf("experiments: evaluation needs positive tasks and query, got %d and %d", tasks, query)
 	}
 	c, net := m.Cfg, m.net
-	ns, in, out := c.Shot, m.src.InDim(), m.src.OutDim()
+	if src.InDim() != m.src.InDim() || src.OutDim() != m.src.OutDim() {
+		return engine.EvalResult{}, fmt.Errorf("experiments: MAML trained on %d→%d tasks cannot evaluate %s (%d→%d)", m.src.InDim(), m.src.OutDim(), src.Name(), src.InDim(), src.OutDim())
+	}
+	ns, in, out := c.Shot, src.InDim(), src.OutDim()
 	// Draw every task first, in the engine's batches of MetaBatch tasks,
 	// so the stream is consumed exactly as engine.Model.Evaluate does.
 	rng := mamlStreamRNG(seed, mamlStreamEvalTasks, 0)
@@ -273,7 +298,7 @@ func (m *MAMLModel) Evaluate(tasks, query int, seed uint64) (engine.EvalResult, 
 		T := min(c.MetaBatch, tasks-done)
 		var b engine.Batch
 		b.Resize(T, ns, query, in, out)
-		m.src.Sample(rng, &b)
+		src.Sample(rng, &b)
 		batches = append(batches, b)
 		done += T
 	}

@@ -30,19 +30,34 @@ type mamlFile struct {
 	Params       []float64  `json:"params"`
 	AdamM        []float64  `json:"adam_m"`
 	AdamV        []float64  `json:"adam_v"`
+	// Window is the partial metrics row of a MAMLBaseline run.
+	Window *mamlWindow `json:"metrics_window,omitempty"`
 }
 
 const mamlFormat = "mkbench-maml-1"
+
+// mamlWindow accumulates the iterations of one metrics row; it is saved
+// with the model so that a continued run writes the rows an uninterrupted
+// one would.
+type mamlWindow struct {
+	N        int     `json:"n"`
+	Loss     float64 `json:"loss"`
+	GradNorm float64 `json:"grad_norm"`
+}
 
 // Save writes the model (configuration, parameters and Adam state) to
 // dir/maml.json through a temporary file and a rename, so that a reader or
 // a crash never leaves a half-written model.
 func (m *MAMLModel) Save(dir string) error {
-	return mamlWriteJSON(filepath.Join(dir, FileMAML), mamlFile{
+	f := mamlFile{
 		Format: mamlFormat, Config: m.Cfg, Iter: m.Iter, TrainSeconds: m.TrainSeconds,
 		LastLoss: m.LastLoss, LastGradNorm: m.LastGradNorm,
 		Params: m.Params, AdamM: m.M, AdamV: m.V,
-	})
+	}
+	if m.window.N > 0 {
+		f.Window = &m.window
+	}
+	return mamlWriteJSON(filepath.Join(dir, FileMAML), f)
 }
 
 // LoadMAML reads a model saved by Save from dir. Train on it continues
@@ -71,6 +86,9 @@ func LoadMAML(dir string) (*MAMLModel, error) {
 	copy(m.M, f.AdamM)
 	copy(m.V, f.AdamV)
 	m.Iter, m.TrainSeconds, m.LastLoss, m.LastGradNorm = f.Iter, f.TrainSeconds, f.LastLoss, f.LastGradNorm
+	if f.Window != nil {
+		m.window = *f.Window
+	}
 	return m, nil
 }
 
