@@ -28,7 +28,7 @@ const usage = `mkbench: a workbench for MetaKernel few-shot learning
 
 Usage:
   mkbench                       open the workbench (terminal UI): pick a preset, watch it train
-  mkbench tui [--preset NAME] [--iters N] [--seed S]
+  mkbench tui [--preset NAME] [--iters N] [--seed S] [--data DIR]
                                 the workbench, optionally starting a preset at once
   mkbench run --preset NAME [--variant V] [--iters N] [--seed S] [--out DIR] [--eval-tasks N]
   mkbench run --resume DIR [--iters N]
@@ -225,6 +225,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	preset := fs.String("preset", "", "start this preset at once (default: pick one)")
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
+	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
@@ -248,7 +249,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	if why := noTerminal(os.Stdin, stdout); why != "" {
 		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed}, stdout); err != nil {
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

@@ -18,6 +18,7 @@ type Options struct {
 	Iters  int    // iteration budget; 0 is the preset's
 	Seed   int64  // < 0 is the preset's
 	Root   string // runs root; "" is session.RunsRoot()
+	Data   string // Omniglot folder (as mkbench run --data); "" is the default search
 	// Configure, if set, adjusts every run's config last (tests use it to
 	// make runs tiny).
 	Configure func(*engine.Config)
@@ -81,6 +82,11 @@ func New(opts Options) Model {
 	k := DefaultKeyMap()
 	sess := session.New(presets.Preset{}, opts.Root)
 	sess.NewSources, sess.Interval = opts.NewSources, opts.Interval
+	if sess.NewSources == nil && opts.Data != "" {
+		sess.NewSources = func(family string, cfg engine.Config) (presets.Sources, error) {
+			return presets.NewSources(family, cfg, opts.Data)
+		}
+	}
 	sess.Configure = func(c *engine.Config) {
 		if opts.Iters > 0 {
 			c.Iters = opts.Iters
