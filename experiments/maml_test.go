@@ -14,6 +14,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
 )
 
 // mamlGradProblem is one task and a parameter point at which the hand-written
@@ -457,5 +458,39 @@ func BenchmarkMAMLStep(b *testing.B) {
 			}
 			b.ReportMetric(1000*b.Elapsed().Seconds()/float64(b.N), "ms/step")
 		})
+	}
+}
+
+// TestMAMLStreamsMatchEngine checks the copy of the engine's stream scheme
+// through the one stream the engine exposes: the display tasks
+// (Model.Display draws task i from stream 6, index i, as the evaluation
+// draws its tasks from stream 4, index 0).
+func TestMAMLStreamsMatchEngine(t *testing.T) {
+	const streamDisplayTask = 6
+	p, err := presets.Get("sine-5shot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := p.Config
+	cfg.Seed = 12345
+	if err := cfg.ApplyVariant("rbf", 0); err != nil {
+		t.Fatal(err)
+	}
+	m, err := engine.NewModel(cfg, datasets.Sine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	d, err := m.Display(0, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b engine.Batch
+	b.Resize(1, cfg.Shot, len(d.GridX), 1, 1)
+	datasets.Sine{}.SampleCurve(mamlStreamRNG(cfg.Seed, streamDisplayTask, 3), &b, d.GridX)
+	for i := range b.XS {
+		if b.XS[i] != d.SupportX[i] || b.YS[i] != d.SupportY[i] {
+			t.Fatalf("support %v/%v, engine's %v/%v", b.XS, b.YS, d.SupportX, d.SupportY)
+		}
 	}
 }
