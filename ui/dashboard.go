@@ -116,7 +116,7 @@ func newDashboard(t Theme, k KeyMap, sess *session.Session, p presets.Preset) da
 	d := dashboard{theme: t, keys: k, sess: sess, preset: p, classify: p.Config.Classify(),
 		selected: variantIndex(p.Variant), pairY: 1}
 	for i, v := range toggleVariants {
-		d.views[i] = &runView{variant: v, state: "off", curve: curve{Variant: v}, final: false}
+		d.views[i] = &runView{variant: v, state: "off", curve: curve{Variant: v}}
 	}
 	d.helpFooter = help.New()
 	d.helpFooter.Styles.ShortKey = t.Key
