@@ -123,8 +123,8 @@ type convFloat interface{ float32 | float64 }
 // convMath is the precision-specific part of the kernels.
 type convMath[F convFloat] struct {
 	// gemm computes C = alpha·op(A)·op(B) + beta·C, then clamps at zero if
-	// relu and zeroes C where !(mask > 0) if mask is not nil; serial.
-	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, alpha F, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, relu bool, mask []F, ldm int)
+	// relu (NaN stays); serial.
+	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, alpha F, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, relu bool)
 	// pool, maskedPool and unpool: see sgemm.MaxPool4,
 	// sgemm.MaskedMaxPool4 and sgemm.Unpool4.
 	pool       func(out []F, arg []uint8, a, b, c, d []F)
@@ -146,8 +146,8 @@ type convMath[F convFloat] struct {
 }
 
 var convMath32 = convMath[float32]{
-	gemm: func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, relu bool, mask []float32, ldm int) {
-		ws.GemmEpilogue(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sgemm.Epilogue{ReLU: relu, Mask: mask, LdMask: ldm})
+	gemm: func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, relu bool) {
+		ws.GemmEpilogue(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sgemm.Epilogue{ReLU: relu})
 	},
 	pool:       sgemm.MaxPool4,
 	maskedPool: sgemm.MaskedMaxPool4,
@@ -164,7 +164,7 @@ var convMath32 = convMath[float32]{
 }
 
 var convMath64 = convMath[float64]{
-	gemm: func(_ *sgemm.Workspace, tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, relu bool, mask []float64, ldm int) {
+	gemm: func(_ *sgemm.Workspace, tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, relu bool) {
 		ta, tb := blas.NoTrans, blas.NoTrans
 		A := blas64.General{Rows: m, Cols: k, Stride: lda, Data: a}
 		if tA {
@@ -175,19 +175,15 @@ var convMath64 = convMath[float64]{
 			tb, B.Rows, B.Cols = blas.Trans, n, k
 		}
 		blas64.Gemm(ta, tb, alpha, A, B, beta, blas64.General{Rows: m, Cols: n, Stride: ldc, Data: c})
-		if !relu && mask == nil {
+		if !relu {
 			return
 		}
 		for i := 0; i < m; i++ {
 			row := c[i*ldc : i*ldc+n]
 			for j, v := range row {
-				if relu && v < 0 {
-					v = 0
+				if v < 0 {
+					row[j] = 0
 				}
-				if mask != nil && !(mask[i*ldm+j] > 0) {
-					v = 0
-				}
-				row[j] = v
 			}
 		}
 	},
@@ -680,7 +676,7 @@ func (j *convForward[F]) run(ci int) {
 			// z = ReLU(alpha·(im2col·wt)), the bias riding on the column of
 			// ones; dropout is applied as the windows are pooled.
 			z := sc.z[:rows*nf]
-			k.fm.gemm(&sc.ws, false, false, rows, nf, ly.k1, k.alpha, sc.col, ly.k1, k.wt[l], nf, 0, z, nf, true, nil, 0)
+			k.fm.gemm(&sc.ws, false, false, rows, nf, ly.k1, k.alpha, sc.col, ly.k1, k.wt[l], nf, 0, z, nf, true)
 			for i := 0; i < n; i++ {
 				zi := z[i*ly.p*nf : (i+1)*ly.p*nf]
 				o := (g0 + i) * ly.po * nf
@@ -758,11 +754,11 @@ func (j *convBackward[F]) run(ci int) {
 			}
 			convIm2col(sc.col, ly.k1, k.act[l][g0*ly.p*ly.cin:g1*ly.p*ly.cin], n, ly.h, ly.w, ly.cin, true)
 			// Weight and (through the column of ones) bias gradients.
-			k.fm.gemm(&sc.ws, true, false, ly.k1, nf, rows, 1, sc.col, ly.k1, dz, nf, beta, gw, nf, false, nil, 0)
+			k.fm.gemm(&sc.ws, true, false, ly.k1, nf, rows, 1, sc.col, ly.k1, dz, nf, beta, gw, nf, false)
 			if l > 0 {
 				convIm2col(sc.col, 9*nf, dz, n, ly.h, ly.w, nf, false)
 				k.fm.gemm(&sc.ws, false, false, rows, ly.cin, 9*nf, 1, sc.col, 9*nf, k.wrot[l], ly.cin, 0,
-					gout[(g0-lo)*ly.p*ly.cin:], ly.cin, false, nil, 0)
+					gout[(g0-lo)*ly.p*ly.cin:], ly.cin, false)
 			}
 		}
 		gin, gout = gout, gin
@@ -847,11 +843,17 @@ func (k *convCore[F]) setStep(seed, stream uint64, train bool, keep float64) {
 }
 
 // ConvKernel evaluates a ConvSpec network on plain float64 slices, keeping
-// what Backward needs. It computes in float32 (GEMMs and pooling from
-// internal/sgemm, AVX2+FMA assembly where the CPU has it) and agrees with a
-// float64 evaluation to ~1e-6 relative; results are bit-identical for any
-// GOMAXPROCS. Buffers are sized on the first pass for a batch size and then
-// reused. A ConvKernel is not safe for concurrent use.
+// what Backward needs (each block's pooled output and the position of each
+// window's maximum). It computes in float32 with internal/sgemm's AVX2+FMA
+// kernels where the CPU has them: blocks with at least 16 input channels
+// by Winograd F(2×2, 3×3) (16 products over the channels per tile, the
+// output transform fused with bias, ReLU, dropout and pooling), the first
+// block of an image by im2col and one product; images are split into 8
+// chunks that the cores share. Outputs and gradients agree with a float64
+// evaluation to ~1e-6 relative and are bit-identical for any GOMAXPROCS.
+// Buffers are sized on the first pass for a batch size and then reused, so
+// later passes allocate nothing. A ConvKernel is not safe for concurrent
+// use.
 type ConvKernel struct {
 	spec ConvSpec
 	// stream separates the dropout masks of kernels that share seeds (the

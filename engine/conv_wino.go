@@ -68,7 +68,7 @@ func (k *convCore[F]) forwardWino(l, g0, g1 int, sc *convScratch[F]) {
 	T := n * ly.po
 	k.winoInputs(l, g0, g1, sc)
 	for x := 0; x < 16; x++ {
-		k.fm.gemm(&sc.ws, false, false, T, nf, c, 1, sc.wv[x*T*c:], c, k.u[l][x*c*nf:], nf, 0, sc.wm[x*T*nf:], nf, false, nil, 0)
+		k.fm.gemm(&sc.ws, false, false, T, nf, c, 1, sc.wv[x*T*c:], c, k.u[l][x*c*nf:], nf, 0, sc.wm[x*T*nf:], nf, false)
 	}
 	var masks []F
 	if k.train {
@@ -115,14 +115,14 @@ func (k *convCore[F]) backwardWino(l, lo, g0, g1 int, gin, gout, gw []F, beta F,
 		}
 	}
 	for x := 0; x < 16; x++ {
-		k.fm.gemm(&sc.ws, true, false, c, nf, T, 1, sc.wv[x*T*c:], c, sc.wm[x*T*nf:], nf, beta, gw[x*c*nf:], nf, false, nil, 0)
+		k.fm.gemm(&sc.ws, true, false, c, nf, T, 1, sc.wv[x*T*c:], c, sc.wm[x*T*nf:], nf, beta, gw[x*c*nf:], nf, false)
 	}
 	if l == 0 {
 		return
 	}
 	// dV overwrites V, whose last use was the products above.
 	for x := 0; x < 16; x++ {
-		k.fm.gemm(&sc.ws, false, false, T, c, nf, 1, sc.wm[x*T*nf:], nf, k.ut[l][x*nf*c:], c, 0, sc.wv[x*T*c:], c, false, nil, 0)
+		k.fm.gemm(&sc.ws, false, false, T, c, nf, 1, sc.wm[x*T*nf:], nf, k.ut[l][x*nf*c:], c, 0, sc.wv[x*T*c:], c, false)
 	}
 	pw, ph := 2*ly.wo+2, 2*ly.ho+2
 	pad := sc.pad[:ph*pw*c]
