@@ -137,6 +137,9 @@ type convMath[F convFloat] struct {
 	mask func(m []F, key, thr uint64)
 	// addF64 adds src to dst (see sgemm.AddToFloat64).
 	addF64 func(dst []float64, src []F)
+	// transpose writes the transpose of a rows×cols matrix (see
+	// sgemm.Transpose).
+	transpose func(dst []F, ldd int, src []F, lds, rows, cols int)
 	// Winograd tile kernels: see sgemm.WinoIn, WinoOutPool, WinoGradOut and
 	// WinoInT.
 	winoIn      func(v []F, ldv int, src []F, lds, c int)
@@ -156,6 +159,7 @@ var convMath32 = convMath[float32]{
 	toF64:      sgemm.ToFloat64,
 	mask:       sgemm.BernoulliMask,
 	addF64:     sgemm.AddToFloat64,
+	transpose:  sgemm.Transpose,
 
 	winoIn:      sgemm.WinoIn,
 	winoOutPool: sgemm.WinoOutPool,
@@ -198,6 +202,7 @@ var convMath64 = convMath[float64]{
 			dst[i] += v
 		}
 	},
+	transpose: flowTranspose[float64],
 
 	winoIn:      convWinoIn[float64],
 	winoOutPool: convWinoOutPool[float64],

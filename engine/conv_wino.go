@@ -143,32 +143,31 @@ func (k *convCore[F]) backwardWino(l, lo, g0, g1 int, gin, gout, gw []F, beta F,
 
 // setupWino transforms the filters of block l: U = G·g·Gᵀ for every input
 // channel c and filter f, g[u][v] = W[f][c·9 + 3u + v], computed in
-// float64.
+// float64. The loops follow W's layout and write the transposed matrices
+// (filter-major) contiguously; the channel-major ones the forward products
+// read are made from them by blocked transposes.
 func (k *convCore[F]) setupWino(l int, w, b []float64) {
 	ly, nf := k.ls[l], k.spec.Filters
 	c := ly.cin
+	ut := k.ut[l]
 	for f := 0; f < nf; f++ {
 		k.bias[l][f] = F(b[f])
 		for ci := 0; ci < c; ci++ {
-			var g [3][3]float64
-			for u := 0; u < 3; u++ {
-				for v := 0; v < 3; v++ {
-					g[u][v] = w[f*9*c+ci*9+3*u+v]
-				}
-			}
+			g := w[f*9*c+ci*9 : f*9*c+ci*9+9]
 			var t [4][3]float64 // G·g
 			for v := 0; v < 3; v++ {
-				t[0][v], t[1][v], t[2][v], t[3][v] = g[0][v], (g[0][v]+g[1][v]+g[2][v])/2, (g[0][v]-g[1][v]+g[2][v])/2, g[2][v]
+				t[0][v], t[1][v], t[2][v], t[3][v] = g[v], (g[v]+g[3+v]+g[6+v])/2, (g[v]-g[3+v]+g[6+v])/2, g[6+v]
 			}
 			for r := 0; r < 4; r++ {
-				u := [4]float64{t[r][0], (t[r][0] + t[r][1] + t[r][2]) / 2, (t[r][0] - t[r][1] + t[r][2]) / 2, t[r][2]}
-				for s, v := range u {
-					x := 4*r + s
-					k.u[l][(x*c+ci)*nf+f] = F(v)
-					k.ut[l][(x*nf+f)*c+ci] = F(v)
+				row := [4]float64{t[r][0], (t[r][0] + t[r][1] + t[r][2]) / 2, (t[r][0] - t[r][1] + t[r][2]) / 2, t[r][2]}
+				for s, v := range row {
+					ut[((4*r+s)*nf+f)*c+ci] = F(v)
 				}
 			}
 		}
+	}
+	for x := 0; x < 16; x++ {
+		k.fm.transpose(k.u[l][x*c*nf:], nf, ut[x*nf*c:], c, nf, c)
 	}
 }
 
