@@ -1,0 +1,57 @@
+package experiments
+
+import (
+	"context"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+)
+
+// MAML is the variant name of the MAML baseline (Finn et al. 2017), the
+// paper's comparison in its regression figure. It is trained by a
+// BaselineFunc, not by the engine.
+const MAML = "maml"
+
+// BaselineFunc trains and evaluates a method that is not an engine variant
+// on one point of an experiment — the hook for the MAML baseline
+// (experiments/maml*.go). Runner.Baselines maps the variant name ("maml")
+// to it; the command line wires it in experiment_cli.go. It is called from
+// the Runner's goroutine, must stop soon after ctx is cancelled (returning
+// ctx's error), and must not print.
+type BaselineFunc func(ctx context.Context, job BaselineJob) (BaselineResult, error)
+
+// BaselineJob is one training run of a baseline: the same task family,
+// shots, seed, iteration budget and evaluation protocol as the engine runs
+// of the point.
+type BaselineJob struct {
+	Preset string
+	// Config is the preset's config with the point's shot, seed,
+	// iterations and evaluation size; a baseline uses what applies to it
+	// (Shot, Query, MetaBatch, Iters, Seed, EvalTasks, EvalQuery).
+	Config engine.Config
+	// Train is the training task source; Test, when not nil, is what the
+	// final evaluation draws from (as engine.RunOptions.Test).
+	Train, Test engine.TaskSource
+	// Dir is the run's own directory inside the experiment. The baseline
+	// keeps its files (checkpoints, metrics.jsonl in the engine's format if
+	// it can, for the learning curves) there; when Dir holds an
+	// interrupted run of its own, it continues it. The Runner writes
+	// summary.json and fits.json itself from the result.
+	Dir string
+	// Budget, when positive, ends training after this much training time.
+	Budget time.Duration
+	// Fits are the regression display tasks the engine variants are drawn
+	// on (empty for classification): the baseline predicts GridX from each
+	// task's support set, for the sine-fit figures.
+	Fits []Fit
+}
+
+// BaselineResult is what a baseline run produced.
+type BaselineResult struct {
+	Eval         engine.EvalResult
+	Iters        int
+	TrainSeconds float64
+	// Fits are Job.Fits with PredMean (and PredSD where the method has a
+	// spread; MAML leaves it nil) filled in.
+	Fits []Fit
+}

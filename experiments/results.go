@@ -1,0 +1,592 @@
+package experiments
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Files of an experiment directory (besides runs/ and figures/).
+const (
+	FileExperiment = "experiment.json" // Manifest
+	FileResults    = "results.json"    // Results
+	FileCSV        = "results.csv"
+	FileMarkdown   = "results.md"
+	FileEvals      = "evals.jsonl" // versatility: one finished grid cell per line
+	DirRuns        = "runs"
+	DirFigures     = "figures"
+)
+
+// PointKey identifies a point of an experiment: a variant at one setting.
+// Way and Shot are what the point was evaluated at; TrainWay and TrainShot
+// what its model was trained at (equal except in the versatility grid).
+type PointKey struct {
+	Variant   string `json:"variant"`
+	Bases     int    `json:"bases"` // D
+	TrainWay  int    `json:"train_way,omitempty"`
+	TrainShot int    `json:"train_shot"`
+	Way       int    `json:"way,omitempty"`
+	Shot      int    `json:"shot"`
+}
+
+// SeedResult is one seed's value at a point: its evaluation and the run
+// that produced it.
+type SeedResult struct {
+	Seed  uint64  `json:"seed"`
+	Mean  float64 `json:"mean"`
+	CI95  float64 `json:"ci95"` // 1.96·sd/√n over the evaluation tasks
+	Tasks int     `json:"tasks"`
+	Query int     `json:"query"` // query points (per class when classifying) per evaluation task
+	Iters int     `json:"iters"` // training iterations of the model
+	// TrainSeconds is the run's training time (resumed parts included,
+	// validation and evaluation excluded); MsPerIter is TrainSeconds per
+	// iteration, so a resumed run reports its whole training.
+	TrainSeconds float64 `json:"train_seconds"`
+	MsPerIter    float64 `json:"ms_per_iter"`
+	// RunDir is the run directory, relative to the experiment directory
+	// (absolute for a versatility --run from elsewhere).
+	RunDir         string `json:"run_dir"`
+	EvalCheckpoint string `json:"eval_checkpoint,omitempty"` // "best" or "last"
+}
+
+// CI kinds of a Point.
+const (
+	// CITasks: one seed; the interval is that run's over evaluation tasks.
+	CITasks = "tasks"
+	// CISeeds: several seeds; the Student-t 95% interval of the mean of
+	// the per-seed means (with three seeds 1.96 would understate it 2×).
+	CISeeds = "seeds"
+)
+
+// Point is one point of an experiment over its seeds.
+type Point struct {
+	PointKey
+	Metric string  `json:"metric"` // "mse" or "accuracy" (a fraction)
+	Mean   float64 `json:"mean"`   // mean of the per-seed means
+	CI95   float64 `json:"ci95"`
+	CIKind string  `json:"ci_kind"` // CITasks or CISeeds
+	SD     float64 `json:"sd"`      // standard deviation of the per-seed means; 0 with one seed
+	// EvalTasks and EvalQuery size the evaluation (the first seed's;
+	// all seeds use the same).
+	EvalTasks    int          `json:"eval_tasks"`
+	EvalQuery    int          `json:"eval_query"`
+	TrainSeconds float64      `json:"train_seconds"` // mean over seeds
+	MsPerIter    float64      `json:"ms_per_iter"`   // mean over seeds
+	Seeds        []SeedResult `json:"seeds"`
+}
+
+// Results is results.json: every point of an experiment, aggregated over
+// seeds. Points keep the order in which the experiment plans them.
+type Results struct {
+	Experiment string `json:"experiment"`
+	Preset     string `json:"preset"`
+	Source     string `json:"source"` // task family
+	Metric     string `json:"metric"`
+	// Iters, EvalTasks, EvalQuery and EvalSamples are the settings asked
+	// for (a --minutes budget may end a run earlier: see each seed's Iters).
+	Iters       int       `json:"iters"`
+	EvalTasks   int       `json:"eval_tasks"`
+	EvalQuery   int       `json:"eval_query"`
+	EvalSamples int       `json:"eval_samples"`
+	Options     Options   `json:"options"`
+	Points      []Point   `json:"points"`
+	Complete    bool      `json:"complete"` // every planned point has every seed
+	Notes       []string  `json:"notes,omitempty"`
+	Figures     []string  `json:"figures,omitempty"` // relative paths, PNG and SVG
+	Updated     time.Time `json:"updated"`
+}
+
+// add records one seed's result at key, keeping plan order.
+func (r *Results) add(key PointKey, metric string, s SeedResult) {
+	for i := range r.Points {
+		if r.Points[i].PointKey == key {
+			p := &r.Points[i]
+			p.Seeds = slices.DeleteFunc(p.Seeds, func(x SeedResult) bool { return x.Seed == s.Seed })
+			p.Seeds = append(p.Seeds, s)
+			p.aggregate()
+			return
+		}
+	}
+	p := Point{PointKey: key, Metric: metric, Seeds: []SeedResult{s}}
+	p.aggregate()
+	r.Points = append(r.Points, p)
+}
+
+// aggregate computes the point's statistics from its seeds.
+func (p *Point) aggregate() {
+	n := len(p.Seeds)
+	if n == 0 {
+		return
+	}
+	slices.SortFunc(p.Seeds, func(a, b SeedResult) int { return cmp.Compare(a.Seed, b.Seed) })
+	var mean, train, ms float64
+	for _, s := range p.Seeds {
+		mean += s.Mean
+		train += s.TrainSeconds
+		ms += s.MsPerIter
+	}
+	mean /= float64(n)
+	p.Mean, p.TrainSeconds, p.MsPerIter = mean, train/float64(n), ms/float64(n)
+	p.EvalTasks, p.EvalQuery = p.Seeds[0].Tasks, p.Seeds[0].Query
+	if n == 1 {
+		p.SD, p.CI95, p.CIKind = 0, p.Seeds[0].CI95, CITasks
+		return
+	}
+	var ss float64
+	for _, s := range p.Seeds {
+		ss += (s.Mean - mean) * (s.Mean - mean)
+	}
+	p.SD = math.Sqrt(ss / float64(n-1))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 1)}.Quantile(0.975)
+	p.CI95, p.CIKind = t*p.SD/math.Sqrt(float64(n)), CISeeds
+}
+
+// find returns the point at key, or nil.
+func (r *Results) find(key PointKey) *Point {
+	for i := range r.Points {
+		if r.Points[i].PointKey == key {
+			return &r.Points[i]
+		}
+	}
+	return nil
+}
+
+// lowerIsBetter reports whether smaller values of metric are better.
+func lowerIsBetter(metric string) bool { return metric != "accuracy" }
+
+// fmtValue formats a metric value the way the paper reports it: accuracy
+// in percent, MSE with three decimals.
+func fmtValue(metric string, v float64) string {
+	if metric == "accuracy" {
+		return strconv.FormatFloat(100*v, 'f', 2, 64)
+	}
+	if v != 0 && math.Abs(v) < 0.01 {
+		return strconv.FormatFloat(v, 'f', 4, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func fmtPM(metric string, mean, ci float64) string {
+	return fmtValue(metric, mean) + " ± " + fmtValue(metric, ci)
+}
+
+// metricLabel names the metric with its unit for table headers and axes.
+func metricLabel(metric string) string {
+	if metric == "accuracy" {
+		return "accuracy (%)"
+	}
+	return "MSE"
+}
+
+// VariantLabel is the row name the paper's tables use for a variant.
+func VariantLabel(v string) string {
+	switch v {
+	case "rbf":
+		return "RBF kernel"
+	case "rff":
+		return "RFFs"
+	case "vrf":
+		return "Variational RFFs"
+	case "vrf+ctx":
+		return "Variational RFFs & task context"
+	case "vrf+cnf":
+		return "Variational RFFs & flows"
+	case "metakernel":
+		return "MetaKernel (full model)"
+	case MAML:
+		return "MAML"
+	}
+	return v
+}
+
+// CSV renders results.csv: one row per point, per-seed values joined by
+// ";" in seed order.
+func (r *Results) CSV() []byte {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.Write([]string{"experiment", "preset", "variant", "bases", "train_way", "train_shot", "way", "shot",
+		"metric", "mean", "ci95", "ci_kind", "sd", "n_seeds", "seeds", "values", "eval_tasks", "eval_query",
+		"train_seconds", "ms_per_iter", "iters", "run_dirs"})
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 8, 64) }
+	for _, p := range r.Points {
+		var seeds, vals, iters, dirs []string
+		for _, s := range p.Seeds {
+			seeds = append(seeds, strconv.FormatUint(s.Seed, 10))
+			vals = append(vals, g(s.Mean))
+			iters = append(iters, strconv.Itoa(s.Iters))
+			dirs = append(dirs, s.RunDir)
+		}
+		w.Write([]string{r.Experiment, r.Preset, p.Variant, strconv.Itoa(p.Bases), strconv.Itoa(p.TrainWay), strconv.Itoa(p.TrainShot),
+			strconv.Itoa(p.Way), strconv.Itoa(p.Shot), p.Metric, g(p.Mean), g(p.CI95), p.CIKind, g(p.SD),
+			strconv.Itoa(len(p.Seeds)), strings.Join(seeds, ";"), strings.Join(vals, ";"), strconv.Itoa(p.EvalTasks),
+			strconv.Itoa(p.EvalQuery), g(p.TrainSeconds), g(p.MsPerIter), strings.Join(iters, ";"), strings.Join(dirs, ";")})
+	}
+	w.Flush()
+	return b.Bytes()
+}
+
+// cell is one table entry; best marks it bold.
+type cell struct {
+	p    *Point
+	best bool
+}
+
+// markBest bolds, as the paper does, the best value of a column and every
+// other whose mean lies within the best one's 95% interval.
+func markBest(cells []*cell) {
+	var best *Point
+	for _, c := range cells {
+		if c == nil || c.p == nil {
+			continue
+		}
+		if best == nil || (lowerIsBetter(c.p.Metric) && c.p.Mean < best.Mean) || (!lowerIsBetter(c.p.Metric) && c.p.Mean > best.Mean) {
+			best = c.p
+		}
+	}
+	for _, c := range cells {
+		if c != nil && c.p != nil && best != nil && math.Abs(c.p.Mean-best.Mean) <= best.CI95 {
+			c.best = true
+		}
+	}
+}
+
+func (c *cell) String() string {
+	if c == nil || c.p == nil {
+		return "–"
+	}
+	s := fmtPM(c.p.Metric, c.p.Mean, c.p.CI95)
+	if c.best {
+		s = "**" + s + "**"
+	}
+	return s
+}
+
+// Markdown renders results.md: the experiment's table in the shape of the
+// paper's, the checks of the paper's claims where there are any, every
+// point in detail, and the figures.
+func (r *Results) Markdown() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s: %s\n\n", r.Experiment, r.Preset)
+	iters := "the preset's"
+	if r.Iters > 0 {
+		iters = strconv.Itoa(r.Iters)
+	}
+	fmt.Fprintf(&b, "%s, %s iterations per run, seeds %s; evaluation on %d tasks × %d query points", r.Source, iters, seedList(r.Options.Seeds), r.EvalTasks, r.EvalQuery)
+	if r.Metric == "accuracy" {
+		b.WriteString(" per class")
+	}
+	fmt.Fprintf(&b, ", %d ω draws per prediction.", r.EvalSamples)
+	if r.Options.Minutes > 0 {
+		fmt.Fprintf(&b, " Training budget %.4g minutes per run.", r.Options.Minutes)
+	}
+	if r.Options.FromRun != "" {
+		fmt.Fprintf(&b, " Model from `%s`.", r.Options.FromRun)
+	}
+	b.WriteString(" Values: mean ± 95% interval — over evaluation tasks with one seed, over seeds (Student t) with several; bold: the best and any within its interval.")
+	if !r.Complete {
+		b.WriteString(" **Incomplete**: some runs have not finished (resume the experiment).")
+	}
+	b.WriteString("\n\n")
+	switch r.Experiment {
+	case Ablation:
+		r.ablationTable(&b)
+	case Efficiency:
+		r.gridTable(&b, "D", func(p *Point) (int, string) { return p.Bases, p.Variant }, r.Options.Variants)
+	case Shots:
+		r.shotsTable(&b)
+	case Versatility:
+		r.versatilityTables(&b)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("## All points\n\n")
+	b.WriteString("| variant | D | train way/shot | eval way/shot | " + metricLabel(r.Metric) + " | interval | per seed | eval tasks × query | train s | ms/iter | run |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range r.Points {
+		var per, dirs []string
+		for _, s := range p.Seeds {
+			per = append(per, fmt.Sprintf("s%d: %s", s.Seed, fmtValue(p.Metric, s.Mean)))
+			dirs = append(dirs, "`"+s.RunDir+"`")
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %d × %d | %.1f | %.2f | %s |\n", p.Variant, p.Bases,
+			wayShot(p.TrainWay, p.TrainShot), wayShot(p.Way, p.Shot), fmtPM(p.Metric, p.Mean, p.CI95), p.CIKind,
+			strings.Join(per, ", "), p.EvalTasks, p.EvalQuery, p.TrainSeconds, p.MsPerIter, strings.Join(dirs, " "))
+	}
+	if len(r.Figures) > 0 {
+		b.WriteString("\n## Figures\n\n")
+		for _, f := range r.Figures {
+			if strings.HasSuffix(f, ".png") {
+				name := strings.TrimSuffix(f[strings.LastIndex(f, "/")+1:], ".png")
+				fmt.Fprintf(&b, "![%s](%s) (also [SVG](%s))\n\n", name, f, strings.TrimSuffix(f, ".png")+".svg")
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+func wayShot(way, shot int) string {
+	if way > 0 {
+		return fmt.Sprintf("%d-way %d-shot", way, shot)
+	}
+	return fmt.Sprintf("%d-shot", shot)
+}
+
+func seedList(s []uint64) string {
+	var out []string
+	for _, v := range s {
+		out = append(out, strconv.FormatUint(v, 10))
+	}
+	return strings.Join(out, ",")
+}
+
+func (r *Results) ablationTable(b *bytes.Buffer) {
+	var cells []*cell
+	for i := range r.Points {
+		cells = append(cells, &cell{p: &r.Points[i]})
+	}
+	markBest(cells)
+	col := r.Preset
+	if len(r.Points) > 0 {
+		col = fmt.Sprintf("%s (%s)", r.Preset, wayShot(r.Points[0].Way, r.Points[0].Shot))
+	}
+	fmt.Fprintf(b, "| method | variant | %s: %s | per seed | train s | ms/iter |\n|---|---|---|---|---|---|\n", col, metricLabel(r.Metric))
+	for i, c := range cells {
+		p := &r.Points[i]
+		var per []string
+		for _, s := range p.Seeds {
+			per = append(per, fmtValue(p.Metric, s.Mean))
+		}
+		fmt.Fprintf(b, "| %s | `%s` | %s | %s | %.1f | %.2f |\n", VariantLabel(p.Variant), p.Variant, c, strings.Join(per, ", "), p.TrainSeconds, p.MsPerIter)
+	}
+	b.WriteString("\n")
+	for _, line := range r.AblationChecks() {
+		fmt.Fprintf(b, "- %s\n", line)
+	}
+	b.WriteString("\n")
+}
+
+// AblationChecks compares the ablation's points with the paper's claims:
+// variational features beat the fixed kernels, task context improves on
+// them, and flows improve further. Each line says whether the claim holds
+// here and whether the two 95% intervals separate.
+func (r *Results) AblationChecks() []string {
+	get := func(v string) *Point {
+		for i := range r.Points {
+			if r.Points[i].Variant == v {
+				return &r.Points[i]
+			}
+		}
+		return nil
+	}
+	var out []string
+	claim := func(better, worse, why string) {
+		a, w := get(better), get(worse)
+		if a == nil || w == nil {
+			return
+		}
+		holds := a.Mean < w.Mean
+		if !lowerIsBetter(a.Metric) {
+			holds = a.Mean > w.Mean
+		}
+		verdict := "holds"
+		if !holds {
+			verdict = "does not hold"
+		}
+		sep := "intervals overlap"
+		if math.Abs(a.Mean-w.Mean) > a.CI95+w.CI95 {
+			sep = "intervals separate"
+		}
+		out = append(out, fmt.Sprintf("`%s` better than `%s` (%s): %s (%s vs %s, %s)", better, worse, why, verdict,
+			fmtValue(a.Metric, a.Mean), fmtValue(w.Metric, w.Mean), sep))
+	}
+	claim("vrf", "rbf", "learned vs fixed kernel")
+	claim("vrf", "rff", "learned vs fixed spectral distribution")
+	claim("vrf+ctx", "vrf", "task context")
+	claim("vrf+cnf", "vrf", "flows")
+	claim("metakernel", "vrf+ctx", "flows on top of context")
+	claim("metakernel", MAML, "the paper's regression comparison")
+	if len(out) > 0 {
+		var order []string
+		pts := slices.Clone(r.Points)
+		slices.SortStableFunc(pts, func(a, b Point) int {
+			if lowerIsBetter(a.Metric) {
+				return cmpFloat(a.Mean, b.Mean)
+			}
+			return cmpFloat(b.Mean, a.Mean)
+		})
+		for _, p := range pts {
+			order = append(order, "`"+p.Variant+"`")
+		}
+		out = append([]string{"Best to worst: " + strings.Join(order, ", ") + "."}, out...)
+	}
+	return out
+}
+
+func cmpFloat(a, b float64) int { return cmp.Compare(a, b) }
+
+// gridTable renders rows × columns of points: row values (ints) down,
+// column names across, in the order given. Bold compares the columns
+// within a row (which kernel wins at this D).
+func (r *Results) gridTable(b *bytes.Buffer, rowName string, key func(*Point) (int, string), cols []string) {
+	var rows []int
+	at := map[[2]string]*cell{}
+	for i := range r.Points {
+		p := &r.Points[i]
+		row, col := key(p)
+		if !slices.Contains(rows, row) {
+			rows = append(rows, row)
+		}
+		at[[2]string{strconv.Itoa(row), col}] = &cell{p: p}
+	}
+	for _, row := range rows {
+		var line []*cell
+		for _, c := range cols {
+			line = append(line, at[[2]string{strconv.Itoa(row), c}])
+		}
+		markBest(line)
+	}
+	fmt.Fprintf(b, "| %s |", rowName)
+	for _, c := range cols {
+		fmt.Fprintf(b, " `%s`: %s |", c, metricLabel(r.Metric))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	for _, row := range rows {
+		fmt.Fprintf(b, "| %d |", row)
+		for _, c := range cols {
+			fmt.Fprintf(b, " %s |", at[[2]string{strconv.Itoa(row), c}])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// shotsTable is the regression comparison: variants down, shots across,
+// best per shot in bold.
+func (r *Results) shotsTable(b *bytes.Buffer) {
+	shots := r.Options.Shots
+	at := map[string]map[int]*cell{}
+	for i := range r.Points {
+		p := &r.Points[i]
+		if at[p.Variant] == nil {
+			at[p.Variant] = map[int]*cell{}
+		}
+		at[p.Variant][p.Shot] = &cell{p: p}
+	}
+	for _, k := range shots {
+		var col []*cell
+		for _, v := range r.Options.Variants {
+			col = append(col, at[v][k])
+		}
+		markBest(col)
+	}
+	b.WriteString("| method | variant |")
+	for _, k := range shots {
+		fmt.Fprintf(b, " %s: %s |", wayShot(r.Points[0].Way, k), metricLabel(r.Metric))
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(shots)) + "\n")
+	for _, v := range r.Options.Variants {
+		fmt.Fprintf(b, "| %s | `%s` |", VariantLabel(v), v)
+		for _, k := range shots {
+			fmt.Fprintf(b, " %s |", at[v][k])
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+}
+
+// versatilityTables: per trained model, evaluation shots down and ways
+// across (classification), or variants down and shots across
+// (regression); † marks the setting the model was trained at.
+func (r *Results) versatilityTables(b *bytes.Buffer) {
+	if len(r.Points) == 0 {
+		return
+	}
+	if r.Metric != "accuracy" {
+		shots := r.Options.Shots
+		fmt.Fprintf(b, "| model | trained at |")
+		for _, k := range shots {
+			fmt.Fprintf(b, " %d-shot: MSE |", k)
+		}
+		b.WriteString("\n|---|---|" + strings.Repeat("---|", len(shots)) + "\n")
+		for _, v := range variantsOf(r.Points) {
+			var tr int
+			row := map[int]*Point{}
+			for i := range r.Points {
+				if p := &r.Points[i]; p.Variant == v {
+					row[p.Shot], tr = p, p.TrainShot
+				}
+			}
+			fmt.Fprintf(b, "| `%s` | %d-shot |", v, tr)
+			for _, k := range shots {
+				s := (&cell{p: row[k]}).String()
+				if row[k] != nil && k == tr {
+					s += " †"
+				}
+				fmt.Fprintf(b, " %s |", s)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n† the shot the model was trained at.\n\n")
+		return
+	}
+	for _, v := range variantsOf(r.Points) {
+		var tw, ts int
+		at := map[[2]int]*Point{}
+		var ways, shots []int
+		for i := range r.Points {
+			p := &r.Points[i]
+			if p.Variant != v {
+				continue
+			}
+			tw, ts = p.TrainWay, p.TrainShot
+			at[[2]int{p.Way, p.Shot}] = p
+			if !slices.Contains(ways, p.Way) {
+				ways = append(ways, p.Way)
+			}
+			if !slices.Contains(shots, p.Shot) {
+				shots = append(shots, p.Shot)
+			}
+		}
+		slices.Sort(ways)
+		slices.Sort(shots)
+		fmt.Fprintf(b, "`%s` trained %s, tested N-way k-shot (accuracy %%):\n\n| k \\ N |", v, wayShot(tw, ts))
+		for _, w := range ways {
+			fmt.Fprintf(b, " %d-way |", w)
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(ways)) + "\n")
+		for _, k := range shots {
+			fmt.Fprintf(b, "| %d-shot |", k)
+			for _, w := range ways {
+				s := (&cell{p: at[[2]int{w, k}]}).String()
+				if at[[2]int{w, k}] != nil && w == tw && k == ts {
+					s += " †"
+				}
+				fmt.Fprintf(b, " %s |", s)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n† the setting the model was trained at.\n\n")
+	}
+}
+
+func variantsOf(points []Point) []string {
+	var out []string
+	for _, p := range points {
+		if !slices.Contains(out, p.Variant) {
+			out = append(out, p.Variant)
+		}
+	}
+	return out
+}
