@@ -1,0 +1,218 @@
+package experiments
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+)
+
+var _ BaselineFunc = MAMLBaseline
+
+// MAMLConfigFor is the MAML configuration of one experiment point: the MAML
+// paper's method settings (DefaultMAMLConfig) with the point's data and
+// protocol — shot, query points, meta-batch, iterations, seed and
+// evaluation size — taken from the engine config the MetaKernel runs of
+// the point use.
+func MAMLConfigFor(c engine.Config) MAMLConfig {
+	m := DefaultMAMLConfig(c.Shot)
+	m.MetaBatch, m.Query, m.Iters, m.Seed = c.MetaBatch, c.Query, c.Iters, c.Seed
+	m.EvalTasks, m.EvalQuery = c.EvalTasks, c.EvalQuery
+	return m
+}
+
+// MAMLBaseline is the BaselineFunc of the MAML baseline ("maml"). It trains
+// on job.Train with MAMLConfigFor(job.Config), keeping maml.json (model and
+// optimizer) and metrics.jsonl (engine.MetricsRow lines, loss = data = the
+// query MSE after adaptation, every Config.LogEvery iterations) in
+// job.Dir; a job.Dir holding an interrupted MAML run of the same settings
+// is continued, and the result is the uninterrupted run's. It checkpoints
+// every Config.CheckpointSec seconds and when stopped, honours job.Budget
+// as engine.RunOptions.Budget does, evaluates on job.Test (else
+// job.Train) with the engine's protocol and predicts job.Fits' grids from
+// their support sets after TestInnerSteps steps.
+func MAMLBaseline(ctx context.Context, job BaselineJob) (BaselineResult, error) {
+	if job.Config.Classify() || job.Train == nil {
+		return BaselineResult{}, fmt.Errorf("experiments: the MAML baseline runs on regression tasks only (preset %s)", job.Preset)
+	}
+	cfg := MAMLConfigFor(job.Config)
+	if err := cfg.Validate(); err != nil {
+		return BaselineResult{}, err
+	}
+	m := newMAMLOn(cfg, job.Train)
+	if job.Dir != "" {
+		if err := os.MkdirAll(job.Dir, 0o755); err != nil {
+			return BaselineResult{}, fmt.Errorf("experiments: cannot create run directory: %w", err)
+		}
+		if err := m.resumeFrom(job.Dir); err != nil {
+			return BaselineResult{}, err
+		}
+	}
+	logEvery := max(job.Config.LogEvery, 1)
+	var metrics *mamlMetrics
+	if job.Dir != "" {
+		var err error
+		if metrics, err = openMAMLMetrics(filepath.Join(job.Dir, engine.FileMetrics), m.Iter); err != nil {
+			return BaselineResult{}, err
+		}
+		defer metrics.close()
+	}
+	save := func() error {
+		if job.Dir == "" {
+			return nil
+		}
+		if err := metrics.flush(); err != nil {
+			return err
+		}
+		return m.Save(job.Dir)
+	}
+	ckptEvery := time.Duration(max(job.Config.CheckpointSec, 0)) * time.Second
+	lastCkpt := time.Now()
+	err := m.train(ctx, func() error {
+		w := &m.window
+		w.N++
+		w.Loss += m.LastLoss
+		w.GradNorm += m.LastGradNorm
+		if job.Budget > 0 && m.Iter < m.Cfg.Iters && m.TrainSeconds >= job.Budget.Seconds() {
+			m.Cfg.Iters = m.Iter // out of time: this was the last iteration
+		}
+		if metrics != nil && (m.Iter%logEvery == 0 || m.Iter == m.Cfg.Iters) {
+			n := float64(w.N)
+			row := engine.MetricsRow{Iter: m.Iter, Loss: w.Loss / n, Data: w.Loss / n, ELBO: -w.Loss / n,
+				LR: m.Cfg.OuterLR, GradNorm: w.GradNorm / n}
+			if err := metrics.write(row); err != nil {
+				return err
+			}
+			*w = mamlWindow{}
+		}
+		if ckptEvery > 0 && time.Since(lastCkpt) >= ckptEvery {
+			lastCkpt = time.Now()
+			return save()
+		}
+		return nil
+	})
+	// Training stops before an update that would make the parameters
+	// non-finite, so the model saved here is always a good one.
+	if serr := save(); serr != nil {
+		if err != nil {
+			return BaselineResult{}, fmt.Errorf("%w; and the checkpoint could not be saved: %v", err, serr)
+		}
+		return BaselineResult{}, serr
+	}
+	if err != nil {
+		return BaselineResult{Iters: m.Iter, TrainSeconds: m.TrainSeconds}, err
+	}
+	evalSrc := job.Train
+	if job.Test != nil {
+		evalSrc = job.Test
+	}
+	ev, err := m.evaluateOn(evalSrc, cfg.EvalTasks, cfg.EvalQuery, cfg.Seed)
+	if err != nil {
+		return BaselineResult{}, err
+	}
+	res := BaselineResult{Eval: ev, Iters: m.Iter, TrainSeconds: m.TrainSeconds}
+	for _, f := range job.Fits {
+		f.PredMean = m.Predict(f.SupportX, f.SupportY, f.GridX, cfg.TestInnerSteps)
+		f.PredSD, f.Draws, f.MSE = nil, 1, 0
+		for i, y := range f.Truth {
+			f.MSE += (f.PredMean[i] - y) * (f.PredMean[i] - y) / float64(len(f.Truth))
+		}
+		res.Fits = append(res.Fits, f)
+	}
+	return res, nil
+}
+
+// resumeFrom loads dir's maml.json into m when there is one. Its settings
+// must be m's, except the number of iterations, which the job sets.
+func (m *MAMLModel) resumeFrom(dir string) error {
+	path := filepath.Join(dir, FileMAML)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	old, err := LoadMAML(dir)
+	if err != nil {
+		return err
+	}
+	a, b := old.Cfg, m.Cfg
+	a.Iters, b.Iters = 0, 0
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		return fmt.Errorf("experiments: %s holds a MAML run with other settings (%s, want %s); use another directory", path, ja, jb)
+	}
+	old.Cfg.Iters, old.src = m.Cfg.Iters, m.src
+	*m = *old
+	return nil
+}
+
+// mamlMetrics appends rows to metrics.jsonl.
+type mamlMetrics struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+// openMAMLMetrics opens path for appending after dropping the rows past
+// iteration keep, which a process stopped after its last checkpoint may
+// have written.
+func openMAMLMetrics(path string, keep int) (*mamlMetrics, error) {
+	if data, err := os.ReadFile(path); err == nil {
+		var kept []byte
+		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+			var row struct {
+				Iter int `json:"iter"`
+			}
+			if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &row) != nil || row.Iter > keep {
+				continue
+			}
+			kept = append(kept, line...)
+		}
+		if err := os.WriteFile(path, kept, 0o644); err != nil {
+			return nil, fmt.Errorf("experiments: %w", err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("experiments: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("experiments: %w", err)
+	}
+	return &mamlMetrics{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+func (mm *mamlMetrics) write(row engine.MetricsRow) error {
+	for _, v := range []float64{row.Loss, row.GradNorm} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("experiments: metrics row %d is not finite: %w", row.Iter, engine.ErrNonFinite)
+		}
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	_, err = mm.w.Write(append(b, '\n'))
+	return err
+}
+
+func (mm *mamlMetrics) flush() error {
+	if mm == nil {
+		return nil
+	}
+	if err := mm.w.Flush(); err != nil {
+		return fmt.Errorf("experiments: writing metrics: %w", err)
+	}
+	return nil
+}
+
+func (mm *mamlMetrics) close() {
+	mm.flush()
+	mm.f.Close()
+}
