@@ -454,7 +454,9 @@ func (d *dashboard) ended(v *runView, u session.Update) {
 // otherwise (or zoomed) the focused pane alone, the others one tab away.
 func (d *dashboard) layout() (grid bool, sizes [numPanes][2]int) {
 	bodyH := d.h - 3 // header and two status lines
-	grid = !d.zoom && d.w >= 120 && bodyH >= 30
+	// Below 140×39 the grid's panes are too small for three charts side
+	// by side; one pane at a time reads better.
+	grid = !d.zoom && d.w >= 140 && bodyH >= 36
 	if !grid {
 		sizes[d.focus] = [2]int{d.w, bodyH}
 		return false, sizes

@@ -29,7 +29,7 @@
 //     stopped run resumes in its directory when toggled on again. A table
 //     of every run and bars of their smoothed losses.
 //
-// On 120×33 or more the panes form a 2×2 grid; smaller terminals show the
+// On 140×39 or more the panes form a 2×2 grid; smaller terminals show the
 // focused pane alone (tab cycles, z zooms one pane in the grid).
 //
 // # Data flow

@@ -86,11 +86,11 @@ func TestWorkerPanicShownInUI(t *testing.T) {
 func TestResize(t *testing.T) {
 	for _, th := range []Theme{testTheme(), monoTheme()} {
 		d := fakeDashboard(th, 80, 24)
-		for _, sz := range [][2]int{{80, 24}, {200, 60}, {160, 48}, {100, 30}, {120, 33}, {60, 20}, {39, 11}, {250, 80}, {80, 24}} {
+		for _, sz := range [][2]int{{80, 24}, {200, 60}, {160, 48}, {100, 30}, {120, 33}, {140, 39}, {139, 50}, {60, 20}, {39, 11}, {250, 80}, {80, 24}} {
 			d, _ = d.update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
 			checkBlock(t, "frame", d.view(), sz[0], sz[1])
 			grid, _ := d.layout()
-			if want := sz[0] >= 120 && sz[1]-3 >= 30; grid != want {
+			if want := sz[0] >= 140 && sz[1]-3 >= 36; grid != want {
 				t.Errorf("%v: grid %v", sz, grid)
 			}
 		}
