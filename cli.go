@@ -51,6 +51,10 @@ func cli(args []string, stdout, stderr *os.File) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "eval":
 		return cmdEval(args[1:], stdout, stderr)
+	case "experiment":
+		return cmdExperiment(args[1:], stdout, stderr)
+	case "report":
+		return cmdReport(args[1:], stdout, stderr)
 	case "presets":
 		for _, p := range presets.All() {
 			fmt.Fprintf(stdout, "%-14s %s\n", p.Name, p.Summary())

@@ -559,7 +559,7 @@ type series struct {
 	x      func(*Point) int
 }
 
-func seriesPanel(title, xlabel, metric string, ss []series, pos func(int) float64, mark func(*Point) bool) *plot.Plot {
+func seriesPanel(title, xlabel, metric string, ss []series, pos func(int) float64, mark func(*Point) bool, legendTop, legendLeft bool) *plot.Plot {
 	p := newPanel(title, xlabel, axisLabel(metric))
 	var all []float64
 	var ticks []int
@@ -608,10 +608,7 @@ func seriesPanel(title, xlabel, metric string, ss []series, pos func(int) float6
 		positions[i] = pos(t)
 	}
 	p.X.Tick.Marker = intTicks(positions, ticks)
-	p.Legend.Top = metric == "accuracy"
-	if metric == "accuracy" {
-		p.Legend.Top, p.Legend.Left = false, true
-	}
+	p.Legend.Top, p.Legend.Left = legendTop, legendLeft
 	return p
 }
 
@@ -639,7 +636,8 @@ func efficiencyFigure(dir string, res *Results) ([]string, error) {
 		}
 	}
 	p := seriesPanel(fmt.Sprintf("%s (%s)", ciNote(res), wayShot(res.Points[0].Way, res.Points[0].Shot)),
-		"number of bases D (log₂ axis)", res.Metric, ss, func(d int) float64 { return math.Log2(float64(d)) }, nil)
+		"number of bases D (log₂ axis)", res.Metric, ss, func(d int) float64 { return math.Log2(float64(d)) }, nil,
+		lowerIsBetter(res.Metric), false) // the legend where the curves end far from it: MSE falls and accuracy rises with D
 	return figure{title: res.title("Efficiency: metric against the number of bases D"), panels: [][]*plot.Plot{{p}}}.save(filepath.Join(dir, DirFigures, FigEfficiency))
 }
 
@@ -659,7 +657,7 @@ func shotsFigure(dir string, res *Results) ([]string, error) {
 		}
 	}
 	p := seriesPanel(ciNote(res), "shots k (support examples per task"+map[bool]string{true: " and class)", false: ")"}[res.Metric == "accuracy"],
-		res.Metric, ss, func(k int) float64 { return float64(k) }, nil)
+		res.Metric, ss, func(k int) float64 { return float64(k) }, nil, lowerIsBetter(res.Metric), false)
 	return figure{title: res.title("Metric against the number of shots"), panels: [][]*plot.Plot{{p}}}.save(filepath.Join(dir, DirFigures, FigShots))
 }
 
@@ -681,7 +679,7 @@ func versatilityFigure(dir string, res *Results) ([]string, error) {
 			s.name = fmt.Sprintf("%s, trained %d-shot", v, s.points[0].TrainShot)
 			ss = append(ss, s)
 		}
-		p := seriesPanel(ciNote(res)+"; ▲ trained setting", "evaluation shots k", res.Metric, ss, func(k int) float64 { return float64(k) }, trained)
+		p := seriesPanel(ciNote(res)+"; ▲ trained setting", "evaluation shots k", res.Metric, ss, func(k int) float64 { return float64(k) }, trained, true, false)
 		return figure{title: res.title("Versatility: a model trained at one shot count, evaluated at others"), panels: [][]*plot.Plot{{p}}}.save(filepath.Join(dir, DirFigures, FigVersatility))
 	}
 	var row []*plot.Plot
@@ -708,7 +706,7 @@ func versatilityFigure(dir string, res *Results) ([]string, error) {
 			ss = append(ss, s)
 		}
 		row = append(row, seriesPanel(fmt.Sprintf("%s trained %s; ▲ trained setting", v, wayShot(tw, ts)),
-			"ways N (log axis)", res.Metric, ss, func(w int) float64 { return math.Log(float64(w)) }, trained))
+			"ways N (log axis)", res.Metric, ss, func(w int) float64 { return math.Log(float64(w)) }, trained, false, true))
 	}
 	return figure{title: res.title("Versatility: tested N-way k-shot (" + ciNote(res) + ")"), panels: [][]*plot.Plot{row}}.save(filepath.Join(dir, DirFigures, FigVersatility))
 }

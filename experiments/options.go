@@ -164,6 +164,10 @@ func (o Options) Normalize(baselines []string) (Options, presets.Preset, error) 
 			}
 			return bad("unknown variant %q (choose from %s)", v, strings.Join(append(slices.Clone(engine.Variants), baselines...), ", "))
 		}
+		if v == MAML && classify {
+			// The MAML baseline is the paper's regression comparison only.
+			return bad("maml runs on regression presets only (%s is classification)", p.Name)
+		}
 	}
 	if err := checkUnique("variants", o.Variants); err != nil {
 		return bad("%v", err)
@@ -256,7 +260,8 @@ func (o Options) identity() []byte {
 	return b
 }
 
-// diff names the first option that differs between a and b, or "".
+// diff names the options that differ between a and b ("" when none), an
+// option left to its default showing as "default".
 func diff(a, b Options) string {
 	var ma, mb map[string]any
 	json.Unmarshal(a.identity(), &ma)
@@ -271,16 +276,22 @@ func diff(a, b Options) string {
 		}
 	}
 	slices.Sort(keys)
+	show := func(v any) string {
+		if v == nil {
+			return "default"
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	var out []string
 	for _, k := range keys {
-		x, _ := json.Marshal(ma[k])
-		y, _ := json.Marshal(mb[k])
-		if string(x) != string(y) {
-			return fmt.Sprintf("%s: saved %s, now %s", k, x, y)
+		if x, y := show(ma[k]), show(mb[k]); x != y {
+			out = append(out, fmt.Sprintf("%s: saved %s, now %s", k, x, y))
 		}
 	}
-	return ""
+	return strings.Join(out, "; ")
 }
 
-// errNoOptions is returned by LoadOptions for a folder that is not an
-// experiment directory.
-var errNoOptions = errors.New("experiments: no experiment.json")
+// errNoOptions is wrapped by LoadManifest's error for a folder that is not
+// an experiment directory.
+var errNoOptions = errors.New("not an experiment directory")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
@@ -23,7 +24,12 @@ const (
 	FigureDPI = 120
 	panelW    = 4.4 * vg.Inch
 	panelH    = 3.3 * vg.Inch
-	titleH    = 0.45 * vg.Inch
+	// A figure of one panel is drawn larger: it is the whole figure.
+	singleW = 6.4 * vg.Inch
+	singleH = 4.6 * vg.Inch
+	// The title band has room for two lines, so that the figure's size
+	// does not depend on its title's length.
+	titleH = 0.62 * vg.Inch
 )
 
 // FigureSize is the PNG size in pixels of a figure of rows × cols panels.
@@ -33,6 +39,9 @@ func FigureSize(rows, cols int) (w, h int) {
 }
 
 func figureSize(rows, cols int) (vg.Length, vg.Length) {
+	if rows == 1 && cols == 1 {
+		return singleW, singleH + titleH
+	}
 	return vg.Length(cols) * panelW, vg.Length(rows)*panelH + titleH
 }
 
@@ -75,7 +84,11 @@ func (f figure) save(base string) ([]string, error) {
 		dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: w, Y: 0}, {X: w, Y: h}, {X: 0, Y: h}})
 		sty := draw.TextStyle{Color: color.Black, Font: font.From(plot.DefaultFont, 14), Handler: plot.DefaultTextHandler,
 			XAlign: draw.XCenter, YAlign: draw.YTop}
-		dc.FillText(sty, vg.Point{X: w / 2, Y: h - 0.12*vg.Inch}, f.title)
+		title := f.title
+		if i := strings.Index(title, " — "); i > 0 && sty.Width(title) > w-0.3*vg.Inch {
+			title = title[:i] + "\n" + title[i+len(" — "):]
+		}
+		dc.FillText(sty, vg.Point{X: w / 2, Y: h - 0.1*vg.Inch}, title)
 		body := draw.Crop(dc, 0, 0, 0, -titleH)
 		tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: 0.15 * vg.Inch, PadY: 0.15 * vg.Inch,
 			PadLeft: 0.1 * vg.Inch, PadRight: 0.15 * vg.Inch, PadBottom: 0.1 * vg.Inch}

@@ -417,7 +417,7 @@ func (r *Results) AblationChecks() []string {
 	claim("vrf+cnf", "vrf", "flows")
 	claim("metakernel", "vrf+ctx", "flows on top of context")
 	claim("metakernel", MAML, "the paper's regression comparison")
-	if len(out) > 0 {
+	if len(r.Points) > 1 {
 		var order []string
 		pts := slices.Clone(r.Points)
 		slices.SortStableFunc(pts, func(a, b Point) int {

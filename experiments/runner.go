@@ -77,7 +77,7 @@ func LoadManifest(dir string) (Manifest, error) {
 	var m Manifest
 	if err := readJSON(filepath.Join(dir, FileExperiment), &m); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return m, fmt.Errorf("%w: %s is not an experiment directory (no %s)", errNoOptions, dir, FileExperiment)
+			return m, fmt.Errorf("experiments: %s is %w (it has no %s)", dir, errNoOptions, FileExperiment)
 		}
 		return m, err
 	}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/ui/session"
+)
+
+const experimentUsage = `Usage:
+  mkbench experiment NAME --preset P [flags]   run an experiment suite (NAME: ablation, versatility, efficiency, shots)
+  mkbench experiment --resume DIR             continue an interrupted experiment
+  mkbench report DIR                          redraw an experiment's tables and figures from its saved results
+
+The experiment directory (--out, default ./runs/exp-NAME-PRESET-TIME) holds each run's
+directory under runs/, results.json, results.csv, results.md and figures/ (PNG and SVG).
+Running the same command again on the same --out resumes it.
+
+Flags:
+`
+
+// experimentBaselines are the methods besides the engine's variants that
+// experiments can run, by variant name: the MAML baseline, which makes
+// "maml" a --variants name and a default variant of the sine shots
+// experiment (the paper's regression comparison).
+func experimentBaselines() map[string]experiments.BaselineFunc {
+	return map[string]experiments.BaselineFunc{experiments.MAML: experiments.MAMLBaseline}
+}
+
+func cmdExperiment(args []string, stdout, stderr *os.File) int {
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	fs := newFlags("experiment")
+	preset := fs.String("preset", "", "preset name (see mkbench presets)")
+	variants := fs.String("variants", "", "comma-separated variants (rbf, rff, vrf, vrf+ctx, vrf+cnf, metakernel, maml), or all (default: the experiment's, e.g. rbf,rff,vrf,vrf+ctx,metakernel for ablation)")
+	seeds := fs.String("seeds", "", "comma-separated seeds; several give the mean and spread across seeds (default: the preset's seed)")
+	iters := fs.Int("iters", 0, "training iterations per run (default: the preset's)")
+	bases := fs.String("bases", "", "efficiency: comma-separated numbers of bases D (default 16,...,2048); elsewhere one D replacing the preset's")
+	ways := fs.String("ways", "", "versatility, classification: comma-separated ways to test (default 5,10,20,50,100)")
+	shots := fs.String("shots", "", "versatility: shots to test (default 1,5,10; sine 3,5,10,20); shots: shots to train (default sine 3,5,10)")
+	evalTasks := fs.Int("eval-tasks", 0, "evaluation tasks per run and per versatility cell (default: the preset's)")
+	minutes := fs.Float64("minutes", 0, "training-time budget per run in minutes; a run out of time is evaluated as it stands")
+	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
+	out := fs.String("out", "", "experiment directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
+	fromRun := fs.String("run", "", "versatility: evaluate this trained run directory instead of training")
+	resume := fs.String("resume", "", "continue the interrupted experiment in this directory")
+	quiet := fs.Bool("quiet", false, "print only the results")
+	if err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, experimentUsage)
+			flagHelp(fs, stdout)
+			return 0
+		}
+		return fail(stderr, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, n := range []string{"iters", "eval-tasks"} {
+		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
+			return fail(stderr, fmt.Errorf("experiment: --%s must be positive, got %s", n, fs.Lookup(n).Value))
+		}
+	}
+	if set["minutes"] && !(*minutes > 0) {
+		return fail(stderr, fmt.Errorf("experiment: --minutes must be positive, got %g", *minutes))
+	}
+
+	var o experiments.Options
+	var dir string
+	if *resume != "" {
+		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run"} {
+			if set[n] {
+				return fail(stderr, fmt.Errorf("experiment: --%s cannot be changed when resuming (the experiment keeps its settings); only --data and --quiet can", n))
+			}
+		}
+		m, err := experiments.LoadManifest(*resume)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		if name != "" && name != m.Options.Experiment {
+			return fail(stderr, fmt.Errorf("experiment: %s holds a %s experiment, not %s", *resume, m.Options.Experiment, name))
+		}
+		o, dir = m.Options, *resume
+	} else {
+		if name == "" {
+			return fail(stderr, fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))
+		}
+		o = experiments.Options{Experiment: name, Preset: *preset, Iters: *iters, EvalTasks: *evalTasks, Minutes: *minutes, FromRun: *fromRun}
+		var err error
+		if set["variants"] {
+			if o.Variants, err = experiments.ParseVariants(*variants); err != nil {
+				return fail(stderr, fmt.Errorf("experiment: %w", err))
+			}
+		}
+		if set["seeds"] {
+			if o.Seeds, err = experiments.ParseSeeds(*seeds); err != nil {
+				return fail(stderr, fmt.Errorf("experiment: %w", err))
+			}
+		}
+		for _, l := range []struct {
+			flag string
+			val  *string
+			dst  *[]int
+		}{{"bases", bases, &o.Bases}, {"ways", ways, &o.Ways}, {"shots", shots, &o.Shots}} {
+			if set[l.flag] {
+				if *l.dst, err = experiments.ParseInts(l.flag, *l.val); err != nil {
+					return fail(stderr, fmt.Errorf("experiment: %w", err))
+				}
+			}
+		}
+		dir = *out
+		if dir == "" {
+			dir = newExperimentDir(session.RunsRoot(), name, *preset, time.Now())
+		}
+	}
+	o.Data = *data
+
+	r := &experiments.Runner{Dir: dir, Options: o, Baselines: experimentBaselines()}
+	if _, err := r.Plan(); err != nil {
+		return fail(stderr, err)
+	}
+	if !*quiet {
+		r.Progress = progressLines(stdout)
+		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	res, err := r.Run(ctx)
+	if err != nil && errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "mkbench: experiment interrupted; finished runs and checkpoints are kept; continue with: mkbench experiment --resume %s\n", dir)
+		return 130
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	printResults(stdout, dir, res)
+	return 0
+}
+
+// newExperimentDir names a fresh experiment directory under root:
+// exp-NAME-PRESET-YYYYMMDD-HHMMSS, with "-2", "-3", … when taken.
+func newExperimentDir(root, name, preset string, t time.Time) string {
+	base := filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405")))
+	dir := base
+	for n := 2; ; n++ {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir
+		}
+		dir = fmt.Sprintf("%s-%d", base, n)
+	}
+}
+
+// progressLines prints a line when a run starts and ends, and a progress
+// line at most every two seconds while it trains. The Runner calls it on
+// the goroutine that called Run.
+func progressLines(w io.Writer) func(experiments.Progress) {
+	return func(p experiments.Progress) {
+		at := fmt.Sprintf("[%d/%d] %s", p.Job, p.Jobs, p.Name)
+		switch p.Phase {
+		case experiments.PhaseReuse:
+			fmt.Fprintf(w, "%s: finished earlier, reusing it\n", at)
+		case experiments.PhaseResume:
+			fmt.Fprintf(w, "%s: resuming from its checkpoint\n", at)
+		case experiments.PhaseTrain:
+			fmt.Fprintf(w, "%s: training\n", at)
+		case experiments.PhaseStep:
+			s := p.Snapshot
+			eta := "?"
+			if s.ItersPerSec > 0 {
+				eta = (time.Duration(float64(s.Iters-s.Iter)/s.ItersPerSec) * time.Second).Round(time.Second).String()
+			}
+			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec, eta)
+		case experiments.PhaseEval:
+			fmt.Fprintf(w, "%s: evaluating at %s\n", at, wayShotName(p.Key))
+		case experiments.PhaseDone:
+			r := p.Result
+			metric := "mse"
+			v, ci := fmt.Sprintf("%.4f", r.Mean), fmt.Sprintf("%.4f", r.CI95)
+			if p.Key.Way > 0 {
+				metric, v, ci = "accuracy", fmt.Sprintf("%.2f%%", 100*r.Mean), fmt.Sprintf("%.2f", 100*r.CI95)
+			}
+			if p.Key.Shot != p.Key.TrainShot || p.Key.Way != p.Key.TrainWay {
+				fmt.Fprintf(w, "%s at %s: %s %s ± %s (%d tasks)\n", at, wayShotName(p.Key), metric, v, ci, r.Tasks)
+				return
+			}
+			fmt.Fprintf(w, "%s: %s %s ± %s (%d tasks; trained %d iterations in %.1fs, %.2f ms/iter)\n", at, metric, v, ci, r.Tasks, r.Iters, r.TrainSeconds, r.MsPerIter)
+		case experiments.PhaseFigures:
+			fmt.Fprintln(w, "drawing the tables and figures")
+		}
+	}
+}
+
+func wayShotName(k experiments.PointKey) string {
+	if k.Way > 0 {
+		return fmt.Sprintf("%d-way %d-shot", k.Way, k.Shot)
+	}
+	return fmt.Sprintf("%d-shot", k.Shot)
+}
+
+// printResults prints the experiment's main table (results.md up to its
+// list of every point) and where the files are.
+func printResults(w io.Writer, dir string, res *experiments.Results) {
+	md, err := os.ReadFile(filepath.Join(dir, experiments.FileMarkdown))
+	if err == nil {
+		if i := bytes.Index(md, []byte("## All points")); i > 0 {
+			md = md[:i]
+		}
+		fmt.Fprintf(w, "\n%s", md)
+	}
+	fmt.Fprintf(w, "files: %s (%s, %s, %s", dir, experiments.FileResults, experiments.FileCSV, experiments.FileMarkdown)
+	if len(res.Figures) > 0 {
+		fmt.Fprintf(w, ", %d figures in %s/", len(res.Figures), experiments.DirFigures)
+	}
+	fmt.Fprintln(w, ")")
+}
+
+func cmdReport(args []string, stdout, stderr *os.File) int {
+	var dir string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		dir, args = args[0], args[1:]
+	}
+	fs := newFlags("report")
+	if err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, experimentUsage)
+			return 0
+		}
+		return fail(stderr, err)
+	}
+	if dir == "" {
+		return fail(stderr, errors.New("report: name the experiment directory: mkbench report DIR"))
+	}
+	if _, err := os.Stat(filepath.Join(dir, engine.FileSummary)); err == nil {
+		return fail(stderr, fmt.Errorf("report: %s is a run directory, not an experiment; evaluate it with: mkbench eval --run %s", dir, dir))
+	}
+	res, err := experiments.Report(dir)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	printResults(stdout, dir, res)
+	return 0
+}

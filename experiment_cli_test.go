@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments"
+)
+
+// Every bad experiment or report input gives one clear line on stderr and
+// exit code 1, before anything is trained.
+func TestExperimentBadInputIsOneClearError(t *testing.T) {
+	done := filepath.Join(t.TempDir(), "run")
+	if _, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--variant", "rbf", "--iters", "2", "--eval-tasks", "2", "--quiet", "--out", done); code != 0 {
+		t.Fatal(se)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"experiment"}, "name the experiment (one of ablation, versatility, efficiency, shots)"},
+		{[]string{"experiment", "ablasion", "--preset", "sine-5shot"}, `unknown experiment "ablasion"`},
+		{[]string{"experiment", "ablation"}, "--preset is required"},
+		{[]string{"experiment", "ablation", "--preset", "sine-4shot"}, `unknown preset "sine-4shot"`},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--variants", "vrf,metakernal"}, `unknown variant "metakernal"`},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--seeds", "1,two"}, `--seeds: "two" is not a seed`},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--seeds", "1,1"}, "--seeds: 1 is listed twice"},
+		{[]string{"experiment", "efficiency", "--preset", "sine-5shot", "--bases", "16,-32"}, `--bases: "-32" is not a positive integer`},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--bases", "16,32"}, "--bases takes one value here"},
+		{[]string{"experiment", "versatility", "--preset", "sine-5shot", "--ways", "5,10"}, "--ways needs a classification preset"},
+		{[]string{"experiment", "shots", "--preset", "omniglot-5w1s", "--variants", "vrf,maml"}, "maml runs on regression presets only"},
+		{[]string{"experiment", "efficiency", "--preset", "sine-5shot", "--variants", "rff,maml"}, "variant maml is not an engine variant"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--iters", "0"}, "--iters must be positive"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--minutes", "-1"}, "--minutes must be positive"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{[]string{"experiment", "versatility", "--preset", "sine-5shot", "--run", filepath.Join(t.TempDir(), "none")}, "no checkpoint"},
+		{[]string{"experiment", "--resume", t.TempDir()}, "not an experiment directory"},
+		{[]string{"experiment", "--resume", t.TempDir(), "--iters", "5"}, "--iters cannot be changed when resuming"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--out", done}, "holds a run, not an experiment"},
+		{[]string{"report"}, "name the experiment directory"},
+		{[]string{"report", t.TempDir()}, "not an experiment directory"},
+		{[]string{"report", done}, "is a run directory, not an experiment"},
+	}
+	for _, c := range cases {
+		so, se, code := mkbench(t, c.args...)
+		if code != 1 || !strings.Contains(se, c.want) || strings.Count(se, "\n") != 1 || strings.Contains(so, "training") {
+			t.Errorf("mkbench %s: exit %d, stderr %q, want one line containing %q", strings.Join(c.args, " "), code, se, c.want)
+		}
+	}
+}
+
+// One command runs the ablation and writes the tables and figures; report
+// redraws them from the saved results.
+func TestExperimentAblationThenReport(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "exp")
+	so, se, code := mkbench(t, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "rbf,vrf", "--iters", "20", "--eval-tasks", "10", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, se)
+	}
+	for _, want := range []string{"[1/2] runs/rbf-s1: training", "[2/2] runs/vrf-s1: mse", "| method | variant | sine-5shot (5-shot): MSE |", "Variational RFFs", "files: " + dir} {
+		if !strings.Contains(so, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, so)
+		}
+	}
+	for _, f := range []string{experiments.FileResults, experiments.FileCSV, experiments.FileMarkdown, experiments.FileExperiment,
+		"runs/vrf-s1/" + engine.FileSummary, "figures/learning-curves.png", "figures/learning-curves.svg", "figures/sine-fits.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	md := readAll(t, filepath.Join(dir, experiments.FileMarkdown))
+	os.RemoveAll(filepath.Join(dir, "figures"))
+	so, se, code = mkbench(t, "report", dir)
+	if code != 0 || !strings.Contains(so, "| method |") {
+		t.Fatalf("report: exit %d: %s %s", code, so, se)
+	}
+	if !bytes.Equal(md, readAll(t, filepath.Join(dir, experiments.FileMarkdown))) {
+		t.Error("report changed results.md")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "figures", "sine-fits.svg")); err != nil {
+		t.Error(err)
+	}
+	// The same command again reuses every run.
+	so, _, code = mkbench(t, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "rbf,vrf", "--iters", "20", "--eval-tasks", "10", "--out", dir)
+	if code != 0 || strings.Count(so, "finished earlier, reusing it") != 2 {
+		t.Errorf("rerun: exit %d:\n%s", code, so)
+	}
+}
+
+// Ctrl-C (SIGINT) stops an experiment with its checkpoint saved; --resume
+// finishes it.
+func TestExperimentInterruptAndResume(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "exp")
+	// The budget ends training after 4 s however many iterations that is.
+	cmd := exec.Command(binary, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "vrf", "--iters", "1000000",
+		"--minutes", "0.067", "--eval-tasks", "10", "--out", dir)
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	metrics := filepath.Join(dir, "runs", "vrf-s1", engine.FileMetrics)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(metrics); err == nil && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the experiment produced no metrics")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "mkbench experiment --resume "+dir) {
+		t.Fatalf("want exit 130 with a resume hint, got %v, %q", err, se.String())
+	}
+	if _, err := engine.LoadCheckpoint(filepath.Join(dir, "runs", "vrf-s1", engine.FileCheckpoint)); err != nil {
+		t.Fatalf("checkpoint after Ctrl-C: %v", err)
+	}
+	so, se2, code := mkbench(t, "experiment", "--resume", dir)
+	if code != 0 || !strings.Contains(so, "resuming from its checkpoint") || !strings.Contains(so, "| Variational RFFs |") {
+		t.Fatalf("resume: exit %d: %s %s", code, so, se2)
+	}
+}
