@@ -42,17 +42,25 @@ func (s *rgbScratch) filter(n, m int) areaFilter {
 	return f
 }
 
-// rgbAreaFilter is newAreaFilter for any n ≥ 1: a one-pixel source side
-// (which newAreaFilter's padding does not allow) is copied to every output.
+// rgbAreaFilter is newAreaFilter (Omniglot's 105 → 28) for any sizes
+// n, m ≥ 1: its padded width is capped at n, which newAreaFilter's
+// fixed-size use never needs (a 2-pixel side shrunk to 1, or a 1-pixel
+// side, would start its window before the first pixel). Where both apply
+// they give the same weights.
 func rgbAreaFilter(n, m int) areaFilter {
-	if n == 1 {
-		f := areaFilter{start: make([]int, m), w: make([]float64, m), width: 1}
-		for i := range f.w {
-			f.w[i] = 1
+	f := areaFilter{start: make([]int, m), width: min((n+m-1)/m+1, n)}
+	f.w = make([]float64, m*f.width)
+	for o := 0; o < m; o++ {
+		lo, hi := o*n, (o+1)*n // output o covers [lo, hi) in units of 1/m
+		f.start[o] = min(lo/m, n-f.width)
+		for t := 0; t < f.width; t++ {
+			i := f.start[o] + t
+			if overlap := min(hi, (i+1)*m) - max(lo, i*m); overlap > 0 {
+				f.w[o*f.width+t] = float64(overlap) / float64(n)
+			}
 		}
-		return f
 	}
-	return newAreaFilter(n, m)
+	return f
 }
 
 // decodeRGB decodes a JPEG or PNG (whatever the file's extension says: some
