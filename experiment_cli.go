@@ -172,6 +172,8 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 		switch p.Phase {
 		case experiments.PhaseReuse:
 			fmt.Fprintf(w, "%s: finished earlier, reusing it\n", at)
+		case experiments.PhaseModel:
+			fmt.Fprintf(w, "%s: evaluating this run's model\n", at)
 		case experiments.PhaseResume:
 			fmt.Fprintf(w, "%s: resuming from its checkpoint\n", at)
 		case experiments.PhaseTrain:

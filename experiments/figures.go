@@ -123,11 +123,7 @@ func runPath(dir, run string) string {
 
 // title is the figure title's common start.
 func (r *Results) title(what string) string {
-	seeds := "seed "
-	if len(r.Options.Seeds) > 1 {
-		seeds = "seeds "
-	}
-	return fmt.Sprintf("%s — %s, %s%s", what, r.Preset, seeds, seedList(r.Options.Seeds))
+	return fmt.Sprintf("%s — %s, %s %s", what, r.Preset, plural(len(r.seeds()), "seed"), seedList(r.seeds()))
 }
 
 // ---- learning curves ----
@@ -390,11 +386,8 @@ func fitsFigure(dir string, res *Results, name string) ([]string, error) {
 }
 
 func firstSeed(res *Results) uint64 {
-	if len(res.Options.Seeds) > 0 {
-		return res.Options.Seeds[0]
-	}
-	if len(res.Points) > 0 && len(res.Points[0].Seeds) > 0 {
-		return res.Points[0].Seeds[0].Seed
+	if s := res.seeds(); len(s) > 0 {
+		return s[0]
 	}
 	return 0
 }
@@ -614,7 +607,7 @@ func seriesPanel(title, xlabel, metric string, ss []series, pos func(int) float6
 
 // ciNote says what the error bars are.
 func ciNote(res *Results) string {
-	if len(res.Options.Seeds) > 1 {
+	if len(res.seeds()) > 1 {
 		return "bars: 95% interval over seeds"
 	}
 	return "bars: 95% interval over evaluation tasks"

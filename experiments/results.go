@@ -279,11 +279,11 @@ func (r *Results) Markdown() []byte {
 	if r.Iters > 0 {
 		iters = strconv.Itoa(r.Iters)
 	}
-	fmt.Fprintf(&b, "%s, %s iterations per run, seeds %s; evaluation on %d tasks × %d query points", r.Source, iters, seedList(r.Options.Seeds), r.EvalTasks, r.EvalQuery)
+	fmt.Fprintf(&b, "%s, %s iterations per run, %s; evaluation on %d tasks × %d query points", r.Source, iters, plural(len(r.seeds()), "seed")+" "+seedList(r.seeds()), r.EvalTasks, r.EvalQuery)
 	if r.Metric == "accuracy" {
 		b.WriteString(" per class")
 	}
-	fmt.Fprintf(&b, ", %d ω draws per prediction.", r.EvalSamples)
+	fmt.Fprintf(&b, ", predictions averaged over %d %s.", r.EvalSamples, plural(r.EvalSamples, "draw")+" of ω")
 	if r.Options.Minutes > 0 {
 		fmt.Fprintf(&b, " Training budget %.4g minutes per run.", r.Options.Minutes)
 	}
@@ -341,6 +341,30 @@ func wayShot(way, shot int) string {
 		return fmt.Sprintf("%d-way %d-shot", way, shot)
 	}
 	return fmt.Sprintf("%d-shot", shot)
+}
+
+// seeds are the experiment's seeds: those asked for, or for a versatility
+// --run the run's own.
+func (r *Results) seeds() []uint64 {
+	if len(r.Options.Seeds) > 0 {
+		return r.Options.Seeds
+	}
+	var out []uint64
+	for _, p := range r.Points {
+		for _, s := range p.Seeds {
+			if !slices.Contains(out, s.Seed) {
+				out = append(out, s.Seed)
+			}
+		}
+	}
+	return out
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 func seedList(s []uint64) string {

@@ -29,7 +29,8 @@ type Manifest struct {
 type Progress struct {
 	Job, Jobs int    // 1-based index of the current run, and how many there are
 	Name      string // the run directory, relative to the experiment
-	// Phase is PhaseReuse, PhaseResume or PhaseTrain when a run begins,
+	// Phase is PhaseReuse, PhaseResume or PhaseTrain when a run begins
+	// (PhaseModel for a run given with --run),
 	// PhaseStep during training (with Snapshot), PhaseDone when a run or a
 	// grid cell is finished (with Result), PhaseEval when a versatility
 	// cell begins, PhaseFigures at the end.
@@ -42,6 +43,7 @@ type Progress struct {
 // Progress phases.
 const (
 	PhaseReuse   = "reuse"
+	PhaseModel   = "model" // versatility --run: the given run's model is evaluated
 	PhaseResume  = "resume"
 	PhaseTrain   = "train"
 	PhaseStep    = "step"
@@ -248,6 +250,7 @@ func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 				return nil, nil, err
 			}
 			c := ck.Config
+			c.Iters = ck.Iter // what the model was trained for, not its budget
 			j := job{seed: c.Seed, name: abs, preset: ck.Preset, cfg: c, external: true,
 				key: PointKey{Variant: c.Variant(), Bases: c.Bases, TrainWay: c.Way, TrainShot: c.Shot, Way: c.Way, Shot: c.Shot}}
 			if o.EvalTasks > 0 {
@@ -396,7 +399,7 @@ func (r *Runner) runJob(ctx context.Context, i, n int, j job, o Options, p prese
 	var err error
 	switch {
 	case j.external:
-		pr.Phase = PhaseReuse
+		pr.Phase = PhaseModel
 		r.report(pr)
 	case j.baseline != nil:
 		sr, err = r.runBaseline(ctx, pr, dir, j, o, p)

@@ -3,6 +3,7 @@ package experiments
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -281,4 +282,83 @@ func TestOptionErrors(t *testing.T) {
 	if err != nil || !slices.Equal(o.Ways, VersatilityWays) || !slices.Equal(o.Shots, VersatilityShots) || !slices.Equal(o.Variants, []string{"metakernel"}) {
 		t.Errorf("omniglot versatility defaults: %+v %v", o, err)
 	}
+}
+
+// omniglotDir is the real Omniglot folder, or "" when it is not on this
+// machine (as in the datasets package's real-data tests).
+func omniglotDir(t *testing.T) string {
+	dir := filepath.Join("..", "..", "shared", "data", "omniglot")
+	if d := os.Getenv("MKBENCH_DATA"); d != "" {
+		dir = filepath.Join(d, "omniglot")
+	}
+	if !exists(filepath.Join(dir, "images_evaluation.zip")) && !exists(filepath.Join(dir, "images_evaluation")) {
+		t.Skipf("Omniglot not available in %s", dir)
+	}
+	return dir
+}
+
+// The classification versatility grid on real Omniglot with a tiny Conv
+// model: every cell is evaluated at its own way and shot, queries are cut
+// to the images a class has left, and a shot that leaves none is skipped
+// with a note.
+func TestOmniglotVersatilityGrid(t *testing.T) {
+	data := omniglotDir(t)
+	dir := t.TempDir()
+	r := &Runner{Dir: dir, Options: Options{Experiment: Versatility, Preset: "omniglot-5w1s", Ways: []int{5, 10}, Shots: []int{1, 19, 20}, EvalTasks: 2, Data: data},
+		Configure: func(c *engine.Config) {
+			c.Conv.Filters = 4
+			c.InferHidden, c.PriorHidden, c.FlowHidden, c.Bases = 8, 8, 8, 16
+			c.MetaBatch, c.Query, c.Iters = 2, 2, 2
+			c.LogEvery, c.SnapshotEvery, c.CheckpointSec = 1, 1, 0
+			c.EvalQuery, c.EvalSamples, c.ValEvery = 2, 1, 0
+		}}
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cells []string
+	for _, p := range res.Points {
+		cells = append(cells, wayShot(p.Way, p.Shot))
+		want := 2
+		if p.Shot == 19 {
+			want = 1
+		}
+		if p.Metric != "accuracy" || p.EvalTasks != 2 || p.EvalQuery != want || p.TrainWay != 5 || p.TrainShot != 1 || !(p.Mean >= 0 && p.Mean <= 1) {
+			t.Errorf("cell %+v", p)
+		}
+	}
+	if got := strings.Join(cells, ", "); got != "5-way 1-shot, 10-way 1-shot, 5-way 19-shot, 10-way 19-shot" {
+		t.Errorf("cells %s", got)
+	}
+	if len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "20-shot cells skipped") {
+		t.Errorf("notes %q", res.Notes)
+	}
+	checkPNG(t, filepath.Join(dir, DirFigures, FigHeatmap+".png"), 1, 1)
+	checkPNG(t, filepath.Join(dir, DirFigures, FigVersatility+".png"), 1, 1)
+}
+
+// Classification learning curves add the validation accuracy from
+// val.jsonl as a fourth panel.
+func TestClassificationLearningCurves(t *testing.T) {
+	dir := t.TempDir()
+	res := &Results{Experiment: Ablation, Preset: "omniglot-5w1s", Source: "omniglot", Metric: "accuracy", Options: Options{Seeds: []uint64{1}}}
+	for i, v := range []string{"rff", "metakernel"} {
+		run := filepath.Join("runs", v+"-s1")
+		os.MkdirAll(filepath.Join(dir, run), 0o755)
+		var m, val bytes.Buffer
+		for it := 10; it <= 200; it += 10 {
+			fmt.Fprintf(&m, `{"iter":%d,"loss":%g,"data":%g,"kl":%g}`+"\n", it, 2/float64(it)+float64(i), 1/float64(it), 0.1*float64(i))
+			if it%50 == 0 {
+				fmt.Fprintf(&val, `{"iter":%d,"metric":"accuracy","mean":%g,"tasks":10}`+"\n", it, 0.5+float64(it)/500)
+			}
+		}
+		os.WriteFile(filepath.Join(dir, run, engine.FileMetrics), m.Bytes(), 0o644)
+		os.WriteFile(filepath.Join(dir, run, engine.FileVal), val.Bytes(), 0o644)
+		res.add(PointKey{Variant: v, Way: 5, Shot: 1, TrainWay: 5, TrainShot: 1}, "accuracy", SeedResult{Seed: 1, Mean: 0.9, RunDir: run})
+	}
+	if err := renderAll(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, filepath.Join(dir, DirFigures, FigCurves+".png"), 2, 3)
+	checkSVG(t, filepath.Join(dir, DirFigures, FigCurves+".svg"), "validation accuracy", "training cross-entropy", "rff", "metakernel")
 }
