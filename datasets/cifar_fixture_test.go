@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"image"
 	"path/filepath"
 	"testing"
 )
@@ -130,6 +131,11 @@ type fakeCIFAR struct {
 }
 
 func newFakeCIFAR(classes, train, test int) *fakeCIFAR {
+	return newFakeCIFARWith(classes, train, test, fixturePhoto)
+}
+
+// newFakeCIFARWith draws the images with photo.
+func newFakeCIFARWith(classes, train, test int, photo func(c, k, w, h int) *image.RGBA) *fakeCIFAR {
 	f := &fakeCIFAR{}
 	for c := 0; c < classes; c++ {
 		f.fine = append(f.fine, fmt.Sprintf("fine_%02d", c))
@@ -142,7 +148,7 @@ func newFakeCIFAR(classes, train, test int) *fakeCIFAR {
 		for k := 0; k < per; k++ {
 			for c := 0; c < classes; c++ {
 				p.fine = append(p.fine, c)
-				p.pix = append(p.pix, cifarPhoto(c, pi*1000+k)...)
+				p.pix = append(p.pix, planar(photo(c, pi*1000+k, CIFARSide, CIFARSide))...)
 			}
 		}
 	}
@@ -151,8 +157,10 @@ func newFakeCIFAR(classes, train, test int) *fakeCIFAR {
 
 // cifarPhoto is a 32×32 image of class c in CIFAR's planar layout: the
 // fixture photo's colour and gradient, with noise.
-func cifarPhoto(c, k int) []byte {
-	img := fixturePhoto(c, k, CIFARSide, CIFARSide)
+func cifarPhoto(c, k int) []byte { return planar(fixturePhoto(c, k, CIFARSide, CIFARSide)) }
+
+// planar lays a 32×32 image out as CIFAR stores it.
+func planar(img *image.RGBA) []byte {
 	out := make([]byte, cifarPixels)
 	for i := 0; i < CIFARSide*CIFARSide; i++ {
 		for ch := 0; ch < 3; ch++ {

@@ -26,6 +26,7 @@ type fakeDomainNet struct {
 	categories int
 	train      int // images per category in each _train list
 	test       int
+	photo      func(c, k, w, h int) *image.RGBA
 }
 
 func fakeCategory(c int) string { return fmt.Sprintf("cat_%02d", c) }
@@ -36,9 +37,9 @@ func (f fakeDomainNet) file(dom string, c, k int) string {
 
 // domainPhoto renders image k of category c in domain d: the class photo
 // lightened or darkened per domain.
-func domainPhoto(d, c, k int) image.Image {
+func (f fakeDomainNet) domainPhoto(d, c, k int) image.Image {
 	w, h := photoSize(c, k)
-	img := fixturePhoto(c, k+100*d, w, h)
+	img := f.photo(c, k+100*d, w, h)
 	shift := []int{0, 25, -25, 40, -40, 10}[d%6]
 	for i := 0; i < len(img.Pix); i += 4 {
 		for ch := 0; ch < 3; ch++ {
@@ -59,7 +60,13 @@ func domainPhoto(d, c, k int) image.Image {
 
 func newFakeDomainNet(t testing.TB, domains []string, categories, train, test int) fakeDomainNet {
 	t.Helper()
-	f := fakeDomainNet{dir: t.TempDir(), domains: domains, categories: categories, train: train, test: test}
+	return newFakeDomainNetWith(t, domains, categories, train, test, fixturePhoto)
+}
+
+// newFakeDomainNetWith draws the images with photo.
+func newFakeDomainNetWith(t testing.TB, domains []string, categories, train, test int, photo func(c, k, w, h int) *image.RGBA) fakeDomainNet {
+	t.Helper()
+	f := fakeDomainNet{dir: t.TempDir(), domains: domains, categories: categories, train: train, test: test, photo: photo}
 	for _, dom := range domains {
 		d := indexOf(DomainNetDomains, dom)
 		for pi, part := range []string{"train", "test"} {
@@ -70,7 +77,7 @@ func newFakeDomainNet(t testing.TB, domains []string, categories, train, test in
 					idx := pi*1000 + k
 					rel := f.file(dom, c, idx)
 					fmt.Fprintf(&list, "%s %d\n", rel, c)
-					writeFile(t, filepath.Join(f.dir, filepath.FromSlash(rel)), encodeJPEG(domainPhoto(d, c, idx)))
+					writeFile(t, filepath.Join(f.dir, filepath.FromSlash(rel)), encodeJPEG(f.domainPhoto(d, c, idx)))
 				}
 			}
 			writeFile(t, filepath.Join(f.dir, dom+"_"+part+".txt"), list.Bytes())

@@ -24,13 +24,24 @@ type fakeEmbeddings struct {
 }
 
 func newFakeEmbeddings(first, classes, per, dim int) fakeEmbeddings {
+	return newFakeEmbeddingsNoisy(first, classes, per, dim, dim, 0)
+}
+
+// newFakeEmbeddingsNoisy puts the class centres in the first informative
+// dimensions only; the rest hold noise of standard deviation nuisance, which
+// an untrained embedding weighs as much as the signal.
+func newFakeEmbeddingsNoisy(first, classes, per, dim, informative int, nuisance float64) fakeEmbeddings {
 	f := fakeEmbeddings{dim: dim, classes: classes}
 	for k := 0; k < per; k++ {
 		for c := first; c < first+classes; c++ {
 			centre := rand.New(rand.NewPCG(uint64(c), 99))
 			noise := rand.New(rand.NewPCG(uint64(c), uint64(k)))
 			for i := 0; i < dim; i++ {
-				f.feats = append(f.feats, float32(2*centre.NormFloat64()+0.5*noise.NormFloat64()))
+				v := 2*centre.NormFloat64() + 0.5*noise.NormFloat64()
+				if i >= informative {
+					v = nuisance * noise.NormFloat64()
+				}
+				f.feats = append(f.feats, float32(v))
 			}
 			f.labels = append(f.labels, int64(c))
 		}

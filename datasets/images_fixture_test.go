@@ -49,6 +49,26 @@ func fixturePhoto(c, k, w, h int) *image.RGBA {
 	return img
 }
 
+// hardPhoto is image k of class c for the learning tests: the class's
+// colour at a third of fixturePhoto's saturation under a random brightness
+// shift per image that is larger than the differences between classes,
+// so that features must be learned (an untrained network sorts images by
+// brightness), plus per-pixel noise.
+func hardPhoto(c, k, w, h int) *image.RGBA {
+	rng := rand.New(rand.NewPCG(uint64(c)+1000, uint64(k)))
+	base := classColour(c)
+	shift := 0.6 * (rng.Float64() - 0.5)
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i := 0; i < w*h; i++ {
+		for ch := 0; ch < 3; ch++ {
+			v := 0.5 + (base[ch]-0.5)/3 + shift + 0.05*rng.NormFloat64()
+			img.Pix[4*i+ch] = uint8(math.Round(255 * min(max(v, 0), 1)))
+		}
+		img.Pix[4*i+3] = 255
+	}
+	return img
+}
+
 func encodeJPEG(img image.Image) []byte {
 	var buf bytes.Buffer
 	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,12 @@ func (f fakeMini) path(c, k int) string { return filepath.Join(f.dir, "images", 
 
 func newFakeMini(t testing.TB, classes [3]int, per int) fakeMini {
 	t.Helper()
+	return newFakeMiniWith(t, classes, per, fixturePhoto)
+}
+
+// newFakeMiniWith draws the images with photo.
+func newFakeMiniWith(t testing.TB, classes [3]int, per int, photo func(c, k, w, h int) *image.RGBA) fakeMini {
+	t.Helper()
 	f := fakeMini{dir: t.TempDir(), classes: classes, per: per}
 	f.splits = filepath.Join(f.dir, "splits")
 	c := 0
@@ -36,7 +43,7 @@ func newFakeMini(t testing.TB, classes [3]int, per int) fakeMini {
 			for k := 0; k < per; k++ {
 				fmt.Fprintf(&csv, "%s,%s\n", miniFile(c, k), miniWnid(c))
 				w, h := photoSize(c, k)
-				writeFile(t, f.path(c, k), encodeJPEG(fixturePhoto(c, k, w, h)))
+				writeFile(t, f.path(c, k), encodeJPEG(photo(c, k, w, h)))
 			}
 			c++
 		}
