@@ -144,6 +144,10 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		return 130
 	}
 	if err != nil {
+		// Failed runs leave the others' results: show them, then the error.
+		if res != nil && errors.Is(err, experiments.ErrRunsFailed) {
+			printResults(stdout, dir, res)
+		}
 		return fail(stderr, err)
 	}
 	printResults(stdout, dir, res)
@@ -199,6 +203,8 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 				return
 			}
 			fmt.Fprintf(w, "%s: %s %s ± %s (%d tasks; trained %d iterations in %.1fs, %.2f ms/iter)\n", at, metric, v, ci, r.Tasks, r.Iters, r.TrainSeconds, r.MsPerIter)
+		case experiments.PhaseFailed:
+			fmt.Fprintf(w, "%s: failed: %v\n", at, p.Err)
 		case experiments.PhaseFigures:
 			fmt.Fprintln(w, "drawing the tables and figures")
 		}

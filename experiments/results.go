@@ -435,6 +435,7 @@ func (r *Results) AblationChecks() []string {
 		out = append(out, fmt.Sprintf("`%s` better than `%s` (%s): %s (%s vs %s, %s)", better, worse, why, verdict,
 			fmtValue(a.Metric, a.Mean), fmtValue(w.Metric, w.Mean), sep))
 	}
+	claim("rff", "rbf", "random Fourier features vs RBF")
 	claim("vrf", "rbf", "learned vs fixed kernel")
 	claim("vrf", "rff", "learned vs fixed spectral distribution")
 	claim("vrf+ctx", "vrf", "task context")

@@ -38,6 +38,7 @@ type Progress struct {
 	Snapshot *engine.Snapshot
 	Key      PointKey
 	Result   *SeedResult
+	Err      error
 }
 
 // Progress phases.
@@ -49,6 +50,7 @@ const (
 	PhaseStep    = "step"
 	PhaseEval    = "eval"
 	PhaseDone    = "done"
+	PhaseFailed  = "failed" // a run failed (with Err); the experiment goes on
 	PhaseFigures = "figures"
 )
 
@@ -70,6 +72,10 @@ type Runner struct {
 	// ReportEvery is the minimum time between PhaseStep reports; default 2s.
 	ReportEvery time.Duration
 }
+
+// ErrRunsFailed is returned by Run when some runs failed and the rest
+// finished.
+var ErrRunsFailed = errors.New("experiments: runs failed")
 
 // ErrExists reports an experiment directory that holds another experiment.
 var ErrExists = errors.New("experiments: the directory holds a different experiment")
@@ -333,31 +339,45 @@ func (r *Runner) Run(ctx context.Context) (*Results, error) {
 		res.Updated = time.Now().UTC()
 		return writeResults(r.Dir, res)
 	}
+	// A run that fails (a diverging variant, say) does not stop the
+	// others: an unattended suite should finish what it can. Its error is
+	// kept in the notes and returned at the end, after the tables and
+	// figures of the rest.
+	var failed []string
 	for i, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			save()
 			return res, fmt.Errorf("experiment interrupted: %w", err)
 		}
 		err := r.runJob(ctx, i, len(jobs), j, o, p, res, evals)
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
 			if serr := save(); serr != nil {
 				err = fmt.Errorf("%w; and the results could not be saved: %v", err, serr)
 			}
-			if ctx.Err() != nil {
-				return res, fmt.Errorf("experiment interrupted: %w", err)
-			}
-			return res, err
+			return res, fmt.Errorf("experiment interrupted: %w", err)
+		}
+		if err != nil {
+			failed = append(failed, j.name)
+			res.Notes = append(res.Notes, fmt.Sprintf("`%s` failed: %v", j.name, err))
+			pr := Progress{Job: i + 1, Jobs: len(jobs), Name: j.name, Key: j.key, Phase: PhaseFailed, Err: err}
+			r.report(pr)
 		}
 		if err := save(); err != nil {
 			return res, err
 		}
 	}
-	res.Complete = true
+	res.Complete = len(failed) == 0
 	r.report(Progress{Job: len(jobs), Jobs: len(jobs), Phase: PhaseFigures})
 	if err := renderAll(r.Dir, res); err != nil {
 		return res, err
 	}
-	return res, save()
+	if err := save(); err != nil {
+		return res, err
+	}
+	if len(failed) > 0 {
+		return res, fmt.Errorf("%w: %d of %d (%s; see the notes in %s); the others' results are written", ErrRunsFailed, len(failed), len(jobs), strings.Join(failed, ", "), filepath.Join(r.Dir, FileMarkdown))
+	}
+	return res, nil
 }
 
 func (r *Runner) report(pr Progress) {
@@ -458,7 +478,7 @@ func (r *Runner) train(ctx context.Context, pr Progress, dir string, j job, o Op
 			return nil
 		})
 		opts := engine.RunOptions{Preset: j.preset, Dir: dir, Resume: resume, Val: srcs.Val, Test: srcs.Test,
-			Budget: time.Duration(o.Minutes * float64(time.Minute)), ReportEvery: 250 * time.Millisecond, SkipEval: false}
+			Budget: time.Duration(o.Minutes * float64(time.Minute)), ReportEvery: 250 * time.Millisecond}
 		if _, err := engine.Run(ctx, j.cfg, srcs.Train, opts, obs); err != nil {
 			return SeedResult{}, fmt.Errorf("%s: %w", j.name, err)
 		}

@@ -3,6 +3,7 @@ package experiments
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -361,4 +362,28 @@ func TestClassificationLearningCurves(t *testing.T) {
 	}
 	checkPNG(t, filepath.Join(dir, DirFigures, FigCurves+".png"), 2, 3)
 	checkSVG(t, filepath.Join(dir, DirFigures, FigCurves+".svg"), "validation accuracy", "training cross-entropy", "rff", "metakernel")
+}
+
+// A failing run does not stop the others; the experiment reports it at
+// the end, with the tables and figures of the rest written.
+func TestFailedRunDoesNotStopTheOthers(t *testing.T) {
+	dir := t.TempDir()
+	broken := func(ctx context.Context, job BaselineJob) (BaselineResult, error) {
+		return BaselineResult{}, errors.New("diverged at iteration 3")
+	}
+	var phases []string
+	r := &Runner{Dir: dir, Options: Options{Experiment: Ablation, Preset: "sine-5shot", Variants: []string{MAML, "rbf"}},
+		Configure: tiny(10), Baselines: map[string]BaselineFunc{MAML: broken},
+		Progress: func(p Progress) { phases = append(phases, p.Phase) }}
+	res, err := r.Run(context.Background())
+	if !errors.Is(err, ErrRunsFailed) || !strings.Contains(err.Error(), "runs/maml-s1") {
+		t.Fatalf("error %v", err)
+	}
+	if res.Complete || len(res.Points) != 1 || res.Points[0].Variant != "rbf" || !slices.Contains(phases, PhaseFailed) {
+		t.Errorf("results %+v, phases %v", res, phases)
+	}
+	md := readFile(t, filepath.Join(dir, FileMarkdown))
+	if !bytes.Contains(md, []byte("`runs/maml-s1` failed: runs/maml-s1: diverged at iteration 3")) || !exists(filepath.Join(dir, DirFigures, FigFits+".png")) {
+		t.Errorf("results.md:\n%s", md)
+	}
 }
