@@ -24,10 +24,11 @@ const (
 	FitTasks = 3
 	// fitDraws is the number of ω draws behind each fit's mean and spread.
 	fitDraws = 20
-	// omegaDraws is the number of independent draws of the D bases pooled
-	// for the ω histograms: 8 × D = 1,024 samples at the sine presets' D,
-	// enough for a histogram where one draw of 128 is not.
-	omegaDraws = 8
+	// omegaSamples is how many bases the ω histograms pool, from as many
+	// independent draws of the D bases as that takes: 8 draws at the sine
+	// presets' D = 128, where one draw is too few for a histogram. The cap
+	// keeps omega.json at about 2 MB whatever D is.
+	omegaSamples = 1024
 )
 
 // Fit is one regression display task — its truth on a grid and its
@@ -57,8 +58,8 @@ type FitFile struct {
 }
 
 // OmegaFile is omega.json: samples of the bases of display task Task after
-// each flow step, Steps[k] holding Draws·D rows of Dim values (k = 0 is the
-// Gaussian q0). float32 keeps the file at a few MB.
+// each flow step, Steps[k] holding min(Draws·D, 1024) rows of Dim values
+// (k = 0 is the Gaussian q0). float32 keeps the file at about 2 MB.
 type OmegaFile struct {
 	Variant string      `json:"variant"`
 	Seed    uint64      `json:"seed"`
@@ -119,8 +120,9 @@ func ensureDisplays(dir string, src engine.TaskSource, tasks int) error {
 		}
 	}
 	if needOmega {
-		of := OmegaFile{Variant: ck.Config.Variant(), Seed: ck.Config.Seed, D: ck.Config.Bases, Dim: ck.Config.FeatureDim(), Draws: omegaDraws}
-		for s := 0; s < omegaDraws; s++ {
+		D, dim := ck.Config.Bases, ck.Config.FeatureDim()
+		of := OmegaFile{Variant: ck.Config.Variant(), Seed: ck.Config.Seed, D: D, Dim: dim, Draws: (omegaSamples + D - 1) / D}
+		for s := 0; s < of.Draws; s++ {
 			// Display draws its bases from a stream indexed by iteration,
 			// so successive "iterations" give independent draws.
 			d, err := m.Display(ck.Iter+s, of.Task, 1)
@@ -134,7 +136,7 @@ func ensureDisplays(dir string, src engine.TaskSource, tasks int) error {
 				of.Steps = make([][]float32, len(d.OmegaSteps))
 			}
 			for k, w := range d.OmegaSteps {
-				for _, v := range w {
+				for _, v := range w[:min(len(w), (omegaSamples-s*D)*dim)] {
 					of.Steps[k] = append(of.Steps[k], float32(v))
 				}
 			}

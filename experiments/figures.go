@@ -523,8 +523,8 @@ func omegaFigure(dir string, res *Results) ([]string, error) {
 	for i := 0; i < len(panels); i += cols {
 		grid = append(grid, panels[i:min(i+cols, len(panels))])
 	}
-	title := fmt.Sprintf("%s: bases ω after each flow step — %s seed %d, display task %d, %d×%d draws; dimension %d of %d (changed most by the flows)",
-		of.Variant, res.Preset, of.Seed, of.Task+1, of.Draws, of.D, j1, of.Dim)
+	title := fmt.Sprintf("%s: bases ω after each flow step — %s seed %d, display task %d, %d bases from %d draws of D=%d; dimension %d of %d (changed most by the flows)",
+		of.Variant, res.Preset, of.Seed, of.Task+1, n, of.Draws, of.D, j1, of.Dim)
 	return figure{title: title, panels: grid}.save(filepath.Join(dir, DirFigures, FigOmega))
 }
 

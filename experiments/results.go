@@ -529,6 +529,34 @@ func (r *Results) shotsTable(b *bytes.Buffer) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	// The paper's claim: every MetaKernel variant beats MAML at every shot.
+	for _, k := range shots {
+		m := at[MAML][k]
+		if m == nil {
+			continue
+		}
+		var beat, not []string
+		for _, v := range r.Options.Variants {
+			if c := at[v][k]; v != MAML && c != nil {
+				if (c.p.Mean < m.p.Mean) == lowerIsBetter(c.p.Metric) {
+					beat = append(beat, "`"+v+"`")
+				} else {
+					not = append(not, "`"+v+"`")
+				}
+			}
+		}
+		line := fmt.Sprintf("- %d-shot: better than MAML: %s", k, strings.Join(beat, ", "))
+		if len(beat) == 0 {
+			line = fmt.Sprintf("- %d-shot: better than MAML: none", k)
+		}
+		if len(not) > 0 {
+			line += "; not better: " + strings.Join(not, ", ")
+		}
+		b.WriteString(line + "\n")
+	}
+	if at[MAML] != nil {
+		b.WriteString("\n")
+	}
 }
 
 // versatilityTables: per trained model, evaluation shots down and ways

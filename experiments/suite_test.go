@@ -142,7 +142,7 @@ func TestBaselineHook(t *testing.T) {
 		t.Fatalf("maml point %+v, %d calls", p, calls)
 	}
 	md := readFile(t, filepath.Join(dir, FileMarkdown))
-	if !bytes.Contains(md, []byte("| MAML | `maml` |")) {
+	if !bytes.Contains(md, []byte("| MAML | `maml` |")) || !bytes.Contains(md, []byte("- 3-shot: better than MAML: ")) {
 		t.Errorf("results.md:\n%s", md)
 	}
 	checkSVG(t, filepath.Join(dir, DirFigures, FigFits+".svg"), "maml (", "vrf (")
