@@ -26,7 +26,7 @@ const (
 // cached by (source, output) length because the sizes of photographs
 // repeat.
 type rgbScratch struct {
-	src, tmp []float32
+	row, tmp []float32
 	filters  map[[2]int]areaFilter
 }
 
@@ -87,10 +87,7 @@ func decodeRGB(label string, data []byte, h, w int, dst []uint8, s *rgbScratch) 
 	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
 		return fmt.Errorf("datasets: %s: image header says %d×%d, pixels are %d×%d", label, cfg.Width, cfg.Height, b.Dx(), b.Dy())
 	}
-	sw, sh := b.Dx(), b.Dy()
-	s.src = growF32(s.src, sw*sh*3)
-	rgbOf(img, s.src)
-	resizeAreaRGB(s.src, sw, sh, dst[:h*w*3], w, h, s)
+	resizeAreaRGB(func(y int, row []float32) { rgbRow(img, y, row) }, b.Dx(), b.Dy(), dst[:h*w*3], w, h, s)
 	return nil
 }
 
@@ -101,59 +98,46 @@ func growF32(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// rgbOf writes the image's pixels as interleaved R, G, B in 0..255.
-func rgbOf(img image.Image, out []float32) {
+// rgbRow writes row y (counted from the top of the bounds) of img as
+// interleaved R, G, B in 0..255; converting a row at a time keeps the
+// working memory at one row instead of a float copy of the image.
+func rgbRow(img image.Image, y int, o []float32) {
 	b := img.Bounds()
 	w := b.Dx()
 	switch m := img.(type) {
 	case *image.YCbCr:
 		// Baseline JPEGs decode to YCbCr; converting here avoids an
 		// interface call and an allocation per pixel.
-		for y := 0; y < b.Dy(); y++ {
-			o := out[y*w*3:]
-			for x := 0; x < w; x++ {
-				yi := m.YOffset(b.Min.X+x, b.Min.Y+y)
-				ci := m.COffset(b.Min.X+x, b.Min.Y+y)
-				r, g, bl := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
-				o[3*x], o[3*x+1], o[3*x+2] = float32(r), float32(g), float32(bl)
-			}
+		for x := 0; x < w; x++ {
+			yi := m.YOffset(b.Min.X+x, b.Min.Y+y)
+			ci := m.COffset(b.Min.X+x, b.Min.Y+y)
+			r, g, bl := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			o[3*x], o[3*x+1], o[3*x+2] = float32(r), float32(g), float32(bl)
 		}
 	case *image.Gray:
-		for y := 0; y < b.Dy(); y++ {
-			row := m.Pix[y*m.Stride:][:w]
-			o := out[y*w*3:]
-			for x, v := range row {
-				f := float32(v)
-				o[3*x], o[3*x+1], o[3*x+2] = f, f, f
-			}
+		row := m.Pix[y*m.Stride:][:w]
+		for x, v := range row {
+			f := float32(v)
+			o[3*x], o[3*x+1], o[3*x+2] = f, f, f
 		}
 	case *image.RGBA:
 		// Premultiplied; opaque images (all JPEG-derived ones) are
 		// unaffected, and PNG decodes translucent images to NRGBA.
-		for y := 0; y < b.Dy(); y++ {
-			row := m.Pix[y*m.Stride:][:4*w]
-			o := out[y*w*3:]
-			for x := 0; x < w; x++ {
-				o[3*x], o[3*x+1], o[3*x+2] = float32(row[4*x]), float32(row[4*x+1]), float32(row[4*x+2])
-			}
+		row := m.Pix[y*m.Stride:][:4*w]
+		for x := 0; x < w; x++ {
+			o[3*x], o[3*x+1], o[3*x+2] = float32(row[4*x]), float32(row[4*x+1]), float32(row[4*x+2])
 		}
 	case *image.NRGBA:
 		// Straight alpha: the colour is kept and alpha dropped, as PIL's
 		// convert("RGB") does.
-		for y := 0; y < b.Dy(); y++ {
-			row := m.Pix[y*m.Stride:][:4*w]
-			o := out[y*w*3:]
-			for x := 0; x < w; x++ {
-				o[3*x], o[3*x+1], o[3*x+2] = float32(row[4*x]), float32(row[4*x+1]), float32(row[4*x+2])
-			}
+		row := m.Pix[y*m.Stride:][:4*w]
+		for x := 0; x < w; x++ {
+			o[3*x], o[3*x+1], o[3*x+2] = float32(row[4*x]), float32(row[4*x+1]), float32(row[4*x+2])
 		}
 	default:
-		for y := 0; y < b.Dy(); y++ {
-			o := out[y*w*3:]
-			for x := 0; x < w; x++ {
-				c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
-				o[3*x], o[3*x+1], o[3*x+2] = float32(c.R), float32(c.G), float32(c.B)
-			}
+		for x := 0; x < w; x++ {
+			c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
+			o[3*x], o[3*x+1], o[3*x+2] = float32(c.R), float32(c.G), float32(c.B)
 		}
 	}
 }
@@ -163,14 +147,16 @@ func rgbOf(img image.Image, out []float32) {
 // the source over its rectangle, source pixels cut by the edge counting
 // with the fraction inside (PIL's BOX filter, OpenCV's INTER_AREA). The
 // aspect ratio is not kept, as PIL's resize((w, h)) does not keep it:
-// few-shot pipelines squash photographs to 84×84. Rows are filtered
-// first, into a transposed buffer, then columns.
-func resizeAreaRGB(src []float32, sw, sh int, dst []uint8, w, h int, s *rgbScratch) {
+// few-shot pipelines squash photographs to 84×84. Rows, which readRow
+// writes (interleaved RGB), are filtered first, into a transposed buffer,
+// then columns.
+func resizeAreaRGB(readRow func(y int, row []float32), sw, sh int, dst []uint8, w, h int, s *rgbScratch) {
 	fx, fy := s.filter(sw, w), s.filter(sh, h)
 	s.tmp = growF32(s.tmp, w*sh*3)
-	tmp := s.tmp
+	s.row = growF32(s.row, sw*3)
+	tmp, row := s.tmp, s.row
 	for y := 0; y < sh; y++ {
-		row := src[y*sw*3 : (y+1)*sw*3]
+		readRow(y, row)
 		for x := 0; x < w; x++ {
 			wt := fx.w[x*fx.width:][:fx.width]
 			in := row[fx.start[x]*3:]

@@ -85,7 +85,7 @@ func TestResizeAreaRGBConservesMean(t *testing.T) {
 		}
 		var s rgbScratch
 		dst := make([]uint8, sz[2]*sz[3]*3)
-		resizeAreaRGB(src, sz[0], sz[1], dst, sz[2], sz[3], &s)
+		resizeAreaRGB(func(y int, row []float32) { copy(row, src[y*sz[0]*3:]) }, sz[0], sz[1], dst, sz[2], sz[3], &s)
 		var out [3]float64
 		for i, v := range dst {
 			out[i%3] += float64(v)
