@@ -90,11 +90,10 @@ type convLayer struct {
 	part      int // length of the block's weight-gradient partial
 }
 
-// convGroupRows is the number of pixel rows that one product should have at
-// least: the small maps of the late blocks (49 and 16 pixels for Omniglot)
-// are batched over images, so that the weight-gradient product runs in one
-// pass over a depth of ~200 rather than re-reading its 577×64 result for
-// every image.
+// convGroupRows is the number of pixel rows that one im2col product should
+// have at least: small maps (a 7×7 map has 49 pixels) are batched over
+// images, so that the weight-gradient product runs in one pass over a depth
+// of ~200 rather than re-reading its (9·cin+1)×F result for every image.
 const convGroupRows = 240
 
 func (s ConvSpec) layers() []convLayer {
