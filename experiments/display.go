@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -27,7 +28,7 @@ const (
 	// omegaSamples is how many bases the ω histograms pool, from as many
 	// independent draws of the D bases as that takes: 8 draws at the sine
 	// presets' D = 128, where one draw is too few for a histogram. The cap
-	// keeps omega.json at about 2 MB whatever D is.
+	// keeps omega.json at about 1 MB whatever D is.
 	omegaSamples = 1024
 )
 
@@ -59,7 +60,7 @@ type FitFile struct {
 
 // OmegaFile is omega.json: samples of the bases of display task Task after
 // each flow step, Steps[k] holding min(Draws·D, 1024) rows of Dim values
-// (k = 0 is the Gaussian q0). float32 keeps the file at about 2 MB.
+// (k = 0 is the Gaussian q0), rounded to four decimals: about 1 MB.
 type OmegaFile struct {
 	Variant string      `json:"variant"`
 	Seed    uint64      `json:"seed"`
@@ -137,11 +138,18 @@ func ensureDisplays(dir string, src engine.TaskSource, tasks int) error {
 			}
 			for k, w := range d.OmegaSteps {
 				for _, v := range w[:min(len(w), (omegaSamples-s*D)*dim)] {
-					of.Steps[k] = append(of.Steps[k], float32(v))
+					// Four decimals are far below a histogram bin and
+					// keep the file small.
+					of.Steps[k] = append(of.Steps[k], float32(math.Round(v*1e4)/1e4))
 				}
 			}
 		}
-		if err := writeJSON(filepath.Join(dir, FileOmega), of); err != nil {
+		// Compact: indented, every number would take a line of its own.
+		b, err := json.Marshal(of)
+		if err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(dir, FileOmega), append(b, '\n')); err != nil {
 			return err
 		}
 	}

@@ -236,7 +236,12 @@ func curvesFigure(dir string, res *Results) ([]string, error) {
 		val = newPanel("validation accuracy", "iteration", "validation accuracy (%)")
 	}
 	legend := legendPanel("variant (mean over seeds; smoothed)")
-	drawn := 0
+	type drawn struct {
+		variant string
+		color   color.RGBA
+		xy      plotter.XYs
+	}
+	curves := make([][]drawn, len(specs))
 	for _, p := range res.Points {
 		var runs [][]engine.MetricsRow
 		var vals [][]engine.ValRow
@@ -256,15 +261,8 @@ func curvesFigure(dir string, res *Results) ([]string, error) {
 		c := variantColor(p.Variant)
 		for i, s := range specs {
 			cv := meanOverSeeds(runs, func(r engine.MetricsRow) int { return r.Iter }, s.value).smooth()
-			l, err := line(cv.xys(), c, vg.Points(1.4))
-			if err != nil {
-				continue
-			}
-			panels[i].Add(l)
+			curves[i] = append(curves[i], drawn{p.Variant, c, cv.xys()})
 			values[i] = append(values[i], cv.v...)
-			if i == 0 {
-				legend.Legend.Add(p.Variant, l)
-			}
 		}
 		if val != nil && len(vals) == len(runs) {
 			cv := meanOverSeeds(vals, func(r engine.ValRow) int { return r.Iter }, func(r engine.ValRow) float64 { return 100 * r.Mean })
@@ -273,13 +271,32 @@ func curvesFigure(dir string, res *Results) ([]string, error) {
 				valValues = append(valValues, cv.v...)
 			}
 		}
-		drawn++
 	}
-	if drawn == 0 {
+	if len(curves[0]) == 0 {
 		return nil, nil
 	}
-	useLogY(panels[0], values[0])
-	useLogY(panels[2], values[2])
+	// Loss and data term span decades and get a log axis; the KL, which
+	// is 0 for the fixed kernels, stays linear.
+	for i := range specs {
+		logY := i != 1 && wantLogY(values[i])
+		if logY {
+			setLogY(panels[i])
+		}
+		for _, d := range curves[i] {
+			xy := d.xy
+			if logY {
+				xy = log10Y(xy)
+			}
+			l, err := line(xy, d.color, vg.Points(1.4))
+			if err != nil {
+				continue
+			}
+			panels[i].Add(l)
+			if i == 0 {
+				legend.Legend.Add(d.variant, l)
+			}
+		}
+	}
 	grid := [][]*plot.Plot{{panels[0], panels[1]}, {panels[2], legend}}
 	if val != nil && len(valValues) > 0 {
 		grid = [][]*plot.Plot{{panels[0], panels[1], legend}, {panels[2], val}}
@@ -565,7 +582,10 @@ func seriesPanel(title, xlabel, metric string, ss []series, pos func(int) float6
 		}
 	}
 	// Accuracy reads best on a linear axis; MSE spans decades.
-	logY := metric != "accuracy" && useLogY(p, all)
+	logY := metric != "accuracy" && wantLogY(all)
+	if logY {
+		setLogY(p)
+	}
 	for _, s := range ss {
 		sort.SliceStable(s.points, func(a, b int) bool { return s.x(s.points[a]) < s.x(s.points[b]) })
 		xy := make(plotter.XYs, len(s.points))
@@ -574,14 +594,18 @@ func seriesPanel(title, xlabel, metric string, ss []series, pos func(int) float6
 			xy[i].X, xy[i].Y = pos(s.x(pt)), scaled(metric, pt.Mean)
 			errs[i] = scaled(metric, pt.CI95)
 		}
+		eb, err := errorBars(xy, errs, s.color, logY)
+		if err != nil {
+			continue
+		}
+		if logY {
+			xy = log10Y(xy)
+		}
 		l, sc, err := linePoints(xy, s.color)
 		if err != nil {
 			continue
 		}
-		p.Add(l, sc)
-		if eb, err := errorBars(xy, errs, s.color, logY); err == nil {
-			p.Add(eb)
-		}
+		p.Add(l, sc, eb)
 		p.Legend.Add(s.name, l, sc)
 		if mark != nil {
 			for i, pt := range s.points {

@@ -205,21 +205,26 @@ func linePoints(xy plotter.XYs, c color.Color) (*plotter.Line, *plotter.Scatter,
 	return l, s, nil
 }
 
-// errorBars draws ±err[i] around xy; on a log axis the lower end is kept
-// above zero, where a log scale cannot go.
+// errorBars draws ±err[i] around xy. With logY the bars are drawn on
+// log10 data (see log10Y), their lower end kept above zero.
 func errorBars(xy plotter.XYs, errs []float64, c color.Color, logY bool) (*plotter.YErrorBars, error) {
 	ye := make(plotter.YErrors, len(xy))
+	at := xy
 	for i, e := range errs {
-		lo := e
-		if logY && xy[i].Y-lo <= 0 {
-			lo = 0.9 * xy[i].Y
+		ye[i].Low, ye[i].High = e, e
+		if logY {
+			y := xy[i].Y
+			ye[i].Low = math.Log10(y) - math.Log10(math.Max(y-e, 0.1*y))
+			ye[i].High = math.Log10(y+e) - math.Log10(y)
 		}
-		ye[i].Low, ye[i].High = lo, e
+	}
+	if logY {
+		at = log10Y(xy)
 	}
 	b, err := plotter.NewYErrorBars(struct {
 		plotter.XYs
 		plotter.YErrors
-	}{xy, ye})
+	}{at, ye})
 	if err != nil {
 		return nil, err
 	}
@@ -227,10 +232,10 @@ func errorBars(xy plotter.XYs, errs []float64, c color.Color, logY bool) (*plott
 	return b, nil
 }
 
-// useLogY makes p's y axis logarithmic when every value is positive and
-// they span more than a factor of 10, where a linear axis hides the
-// small ones.
-func useLogY(p *plot.Plot, values []float64) bool {
+// wantLogY reports whether values call for a log y axis: all positive,
+// spanning more than a factor of 10, where a linear axis hides the small
+// ones.
+func wantLogY(values []float64) bool {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, v := range values {
 		if !(v > 0) || math.IsInf(v, 0) {
@@ -238,12 +243,71 @@ func useLogY(p *plot.Plot, values []float64) bool {
 		}
 		lo, hi = min(lo, v), max(hi, v)
 	}
-	if len(values) == 0 || hi < 10*lo {
-		return false
+	return len(values) > 0 && hi > 10*lo
+}
+
+// Log axes are drawn as log10 of the data on a linear axis whose ticks
+// are labelled with the values (setLogY), not with gonum's LogScale: its
+// glyph box for a centred axis label sits at the arithmetic midpoint,
+// which on a log axis pushes the panel's data area down, and it panics on
+// values ≤ 0.
+func setLogY(p *plot.Plot) { p.Y.Tick.Marker = log10Ticks{} }
+
+// log10Y returns xy with log10 of its y values.
+func log10Y(xy plotter.XYs) plotter.XYs {
+	out := make(plotter.XYs, len(xy))
+	for i, p := range xy {
+		out[i] = plotter.XY{X: p.X, Y: math.Log10(p.Y)}
 	}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	return true
+	return finite(out)
+}
+
+// log10Ticks are logTicks for an axis holding log10 of the values.
+type log10Ticks struct{}
+
+func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
+	ts := logTicks{}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
+	for i := range ts {
+		ts[i].Value = math.Log10(ts[i].Value)
+	}
+	return ts
+}
+
+// logTicks marks a log axis at 1, 2, …, 9 times the powers of ten in
+// range and labels 1, 2 and 5 (and 3 within a decade and a half; only the
+// powers of ten past three decades),
+// so that an axis spanning one or two decades still reads; gonum's
+// LogTicks labels powers of ten only.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	decades := math.Log10(hi / lo)
+	var ts []plot.Tick
+	labelled := 0
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1.0; m <= 9; m++ {
+			v := m * math.Pow(10, e)
+			if v < lo*(1-1e-9) || v > hi*(1+1e-9) {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || (decades <= 3 && (m == 2 || m == 5)) || (decades <= 1.5 && m == 3) {
+				t.Label = strconv.FormatFloat(v, 'g', 6, 64)
+				labelled++
+			}
+			ts = append(ts, t)
+		}
+	}
+	if labelled < 2 {
+		// Less than a decade between 1-2-5 marks: label every mark.
+		for i := range ts {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
+		}
+	}
+	return ts
 }
 
 // intTicks labels the given positions with the given values, for axes
