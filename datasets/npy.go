@@ -473,10 +473,15 @@ func (p *litParser) intTuple() ([]int, bool) {
 // readNpz reads every array of an .npz archive (a zip of name.npy entries,
 // stored or deflated, as numpy.savez and savez_compressed write it).
 // Entries are bounded by their declared sizes, checked against the bytes
-// actually inflated.
+// actually inflated, and together by limit: entries of a hostile zip can
+// all point at one small deflate stream that inflates to the limit each.
 func readNpz(zr *zip.Reader, limit int64) (map[string]*npArray, []string, error) {
 	arrays := map[string]*npArray{}
 	var names []string
+	if len(zr.File) > maxNpzArrays {
+		return nil, nil, fmt.Errorf("%d entries, more than the %d arrays an embedding file needs", len(zr.File), maxNpzArrays)
+	}
+	var total uint64
 	for _, f := range zr.File {
 		if strings.HasSuffix(f.Name, "/") || zipLitter(f.Name) {
 			continue
@@ -488,8 +493,8 @@ func readNpz(zr *zip.Reader, limit int64) (map[string]*npArray, []string, error)
 		if _, dup := arrays[name]; dup {
 			return nil, nil, fmt.Errorf("entry %q appears twice", f.Name)
 		}
-		if f.UncompressedSize64 > uint64(limit) {
-			return nil, nil, fmt.Errorf("entry %q claims %d bytes, more than the %d allowed", f.Name, f.UncompressedSize64, limit)
+		if total += f.UncompressedSize64; f.UncompressedSize64 > uint64(limit) || total > uint64(limit) {
+			return nil, nil, fmt.Errorf("entry %q claims %d bytes, more than the %d allowed in all", f.Name, f.UncompressedSize64, limit)
 		}
 		rc, err := f.Open()
 		if err != nil {
@@ -535,6 +540,9 @@ func readNpzFile(path string) (map[string]*npArray, []string, error) {
 	}
 	return arrays, names, nil
 }
+
+// maxNpzArrays bounds the entries of an .npz archive.
+const maxNpzArrays = 1024
 
 // maxArrayBytes bounds one array read from disk (16 GB, far above the
 // 100 MB of miniImageNet's WRN features), so a corrupt size cannot make a

@@ -247,3 +247,19 @@ func storedNpz(arrays map[string]*npArray) []byte {
 	zw.Close()
 	return buf.Bytes()
 }
+
+// Entries of an .npz are bounded together, not only one by one: a hostile
+// zip can point many entries at one small deflate stream.
+func TestNpzTotalBound(t *testing.T) {
+	data := storedNpz(map[string]*npArray{"a": f32Array(10, 10, make([]float32, 100)), "b": f32Array(10, 10, make([]float32, 100))})
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readNpz(zr, 600); err == nil || !strings.Contains(err.Error(), `entry "b.npy" claims 528 bytes, more than the 600 allowed in all`) {
+		t.Fatalf("two 528-byte entries under a 600-byte limit: %v", err)
+	}
+	if _, _, err := readNpz(zr, 1100); err != nil {
+		t.Fatal(err)
+	}
+}
