@@ -36,10 +36,12 @@ func block(s string, w, h int) string {
 		if i < len(lines) {
 			l = lines[i]
 		}
-		lw := ansi.StringWidth(l)
+		// The wcwidth variants: grapheme clustering is several times
+		// slower, and nothing drawn here needs it.
+		lw := ansi.StringWidthWc(l)
 		if lw > w {
-			l = ansi.Truncate(l, w, "…")
-			lw = ansi.StringWidth(l)
+			l = ansi.TruncateWc(l, w, "…")
+			lw = ansi.StringWidthWc(l)
 		}
 		sb.WriteString(l)
 		sb.WriteString(strings.Repeat(" ", w-lw))
@@ -49,7 +51,7 @@ func block(s string, w, h int) string {
 
 // center puts one line of text in the middle of a w×h block.
 func center(text string, w, h int) string {
-	pad := max(0, (w-ansi.StringWidth(text))/2)
+	pad := max(0, (w-ansi.StringWidthWc(text))/2)
 	lines := make([]string, h)
 	if h > 0 {
 		lines[h/2] = strings.Repeat(" ", pad) + text
@@ -256,5 +258,5 @@ func lineChart(t Theme, title string, sets []xySet, w, h int, spec chartSpec) st
 	for _, s := range sets {
 		drawLine(t, &lc, s, spec.logY, t.Series(s.idx))
 	}
-	return block(head+"\n"+renderCanvas(&lc.Canvas, t), w, h)
+	return block(head, w, 1) + "\n" + renderCanvas(&lc.Canvas, t)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mkbench/mkbench/engine"
@@ -538,9 +537,9 @@ func (d *dashboard) rows() []runRow {
 // framePane draws a pane's border and title around its body.
 func (d *dashboard) framePane(p pane, w, h int) string {
 	t := d.theme
-	style := t.Pane
+	border, color := t.Pane, t.PaneColor
 	if p == d.focus {
-		style = t.PaneFocus
+		border, color = t.PaneFocus, t.FocusColor
 	}
 	title := t.Title.Render(d.title(p))
 	if p == paneFit || p == paneOmega {
@@ -553,7 +552,7 @@ func (d *dashboard) framePane(p pane, w, h int) string {
 		title += t.Dim.Render(" · n new task")
 	}
 	body := d.paneBody(p, w-2, h-3)
-	return style.Render(block(title, w-2, 1) + "\n" + body)
+	return box(t, border, color, block(title, w-2, 1)+"\n"+body, w, h)
 }
 
 // render rebuilds what changed and composes the frame.
@@ -577,15 +576,15 @@ func (d *dashboard) render() {
 			d.paneSize[p], d.dirty[p] = sz, false
 		}
 	}
+	// The panes are exact blocks, so the frame is put together without
+	// measuring anything.
 	var body string
 	if grid {
-		top := lipgloss.JoinHorizontal(lipgloss.Top, d.panes[paneCurves], d.panes[paneFit])
-		bottom := lipgloss.JoinHorizontal(lipgloss.Top, d.panes[paneOmega], d.panes[paneRuns])
-		body = top + "\n" + bottom
+		body = joinH(d.panes[paneCurves], d.panes[paneFit]) + "\n" + joinH(d.panes[paneOmega], d.panes[paneRuns])
 	} else {
 		body = d.panes[d.focus]
 	}
-	d.frame = block(d.header(), d.w, 1) + "\n" + block(body, d.w, d.h-3) + "\n" + statusBar(t, d.status(), d.w)
+	d.frame = block(d.header(), d.w, 1) + "\n" + body + "\n" + statusBar(t, d.status(), d.w)
 }
 
 // header names the panes, the focused one in brackets (shown alone when
@@ -601,7 +600,7 @@ func (d *dashboard) header() string {
 		}
 	}
 	hint := d.helpFooter.ShortHelpView(d.keys.HeaderHelp()) + " "
-	if gap := d.w - ansi.StringWidth(s) - ansi.StringWidth(hint); gap > 0 {
+	if gap := d.w - ansi.StringWidthWc(s) - ansi.StringWidthWc(hint); gap > 0 {
 		s += strings.Repeat(" ", gap) + hint
 	}
 	return s

@@ -147,8 +147,7 @@ func curvesPane(t Theme, d curvesData, w, h int) string {
 			charts = append(charts, lineChart(t, titles[i], build(m), cwi, rows, spec))
 		}
 		sep := block(strings.Repeat(" \n", rows), 1, rows)
-		body := lipgloss.JoinHorizontal(lipgloss.Top, charts[0], sep, charts[1], sep, charts[2])
-		return block(head+"\n"+body, w, h)
+		return block(head, w, len(lines)) + "\n" + joinH(charts[0], sep, charts[1], sep, charts[2])
 	}
 	ch := rows / 3
 	for i, m := range metrics {
@@ -278,7 +277,7 @@ func omegaPane(t Theme, d omegaData, w, h int) string {
 	var body string
 	if w >= 60 {
 		sep := block(strings.Repeat("  \n", hh), 2, hh)
-		body = lipgloss.JoinHorizontal(lipgloss.Top, hists, sep, heat)
+		body = joinH(hists, sep, heat)
 	} else {
 		body = hists + "\n" + heat
 	}
@@ -325,7 +324,7 @@ func histPanel(t Theme, steps [][]float64, dim, j, w, h int) string {
 			parts = append(parts, block(strings.Repeat(" \n", bh+2), 1, bh+2))
 		}
 	}
-	body := lipgloss.JoinHorizontal(lipgloss.Top, parts...)
+	body := joinH(parts...)
 	rng := t.Dim.Render(fmt.Sprintf("x ∈ [%s, %s] (1–99%%), one count scale", num(lo), num(hi)))
 	return block(title+"\n"+body+"\n"+rng, w, h)
 }
@@ -675,7 +674,7 @@ func statusBar(t Theme, d statusData, w int) string {
 	if d.State != "running" {
 		right += "│ " + t.Warn.Render(d.State) + " "
 	}
-	if bw := w - ansi.StringWidth(left) - ansi.StringWidth(right); bw >= 5 {
+	if bw := w - ansi.StringWidthWc(left) - ansi.StringWidthWc(right); bw >= 5 {
 		bar := progress.New(progress.WithSolidFill("#ff5f87"), progress.WithoutPercentage(),
 			progress.WithWidth(min(bw, 40)), progress.WithColorProfile(t.r.ColorProfile()))
 		left += bar.ViewAs(pct)

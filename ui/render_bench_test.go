@@ -32,3 +32,14 @@ func BenchmarkPanes(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkBatchRender is the work of one batch of new points at 160×48:
+// the curves and the table re-rendered, the frame composed.
+func BenchmarkBatchRender(b *testing.B) {
+	d := fakeDashboard(testTheme(), 160, 48)
+	b.ReportAllocs()
+	for range b.N {
+		d.dirty[paneCurves], d.dirty[paneRuns] = true, true
+		d.render()
+	}
+}

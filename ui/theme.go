@@ -13,7 +13,8 @@ type Theme struct {
 	Mono bool
 
 	Title, Dim, Bold, Warn, Err, Key lipgloss.Style
-	Pane, PaneFocus                  lipgloss.Style
+	Pane, PaneFocus                  lipgloss.Border
+	PaneColor, FocusColor            lipgloss.Color
 	Tab, TabActive                   lipgloss.Style
 	Axis, Label                      lipgloss.Style
 	Truth, Band, Support             lipgloss.Style
@@ -41,8 +42,8 @@ func NewTheme(r *lipgloss.Renderer) Theme {
 	t.Warn = ns().Foreground(lipgloss.Color("#e0af68")).Bold(true)
 	t.Err = ns().Foreground(lipgloss.Color("#f7768e")).Bold(true)
 	t.Key = ns().Foreground(accent).Bold(true)
-	t.Pane = ns().Border(lipgloss.RoundedBorder()).BorderForeground(lipgloss.Color("#444444"))
-	t.PaneFocus = ns().Border(lipgloss.ThickBorder()).BorderForeground(accent)
+	t.Pane, t.PaneColor = lipgloss.RoundedBorder(), lipgloss.Color("#444444")
+	t.PaneFocus, t.FocusColor = lipgloss.ThickBorder(), accent
 	t.Tab = ns().Padding(0, 1).Foreground(lipgloss.Color("#999999"))
 	t.TabActive = ns().Padding(0, 1).Bold(true).Reverse(true)
 	t.Axis = ns().Foreground(lipgloss.Color("#555555"))
