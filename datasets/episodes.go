@@ -63,9 +63,10 @@ type omniglotClasses struct{ *ClassSet }
 
 func (omniglotClasses) ImagesIn(int) int { return OmniglotDrawings }
 
-// ClassSource is a split whose classes episodes are drawn from: Omniglot's
-// ClassSet, an image set's ImageClasses, an EmbeddingSet. Class c holds
-// ImagesIn(c) examples, each InDim values that Image writes.
+// ClassSource is a split whose classes episodes are drawn from: an image
+// set's ImageClasses (miniImageNet, CIFAR-FS) or an EmbeddingSet. Class c
+// holds ImagesIn(c) examples, each InDim values that Image writes.
+// (Omniglot's ClassSet keeps its own Episodes, which shares the sampler.)
 type ClassSource interface {
 	// Family names the data set, the task family of a run ("miniimagenet").
 	Family() string
