@@ -14,6 +14,13 @@ import (
 // a folder holds no embedding file for a split.
 var ErrNoEmbeddings = errors.New("datasets: embedding file not found")
 
+// DefaultEmbeddingsDir is where mkbench looks for pre-trained embeddings
+// when the user names no folder: $MKBENCH_DATA/embeddings, else
+// ./data/embeddings if it exists, else ../shared/data/embeddings if that
+// exists, else ./data/embeddings. Its files are found by
+// EmbeddingSplitFile.
+func DefaultEmbeddingsDir() string { return defaultDataDir("embeddings") }
+
 // EmbeddingOptions tunes LoadEmbeddings. The zero value finds the arrays
 // by their usual names and keeps the features as stored.
 type EmbeddingOptions struct {

@@ -183,3 +183,12 @@ func TestEmbeddingsErrors(t *testing.T) {
 		t.Fatalf("LEO layout: %s, %v", p, err)
 	}
 }
+
+func TestDefaultDataDirs(t *testing.T) {
+	t.Setenv("MKBENCH_DATA", "/data/sets")
+	for name, got := range map[string]string{"miniimagenet": DefaultMiniImageNetDir(), "cifarfs": DefaultCIFARFSDir(), "domainnet": DefaultDomainNetDir(), "embeddings": DefaultEmbeddingsDir()} {
+		if got != filepath.Join("/data/sets", name) {
+			t.Fatalf("%s: %s", name, got)
+		}
+	}
+}
