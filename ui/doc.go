@@ -55,7 +55,8 @@
 // data: the series live in the dashboard, NaN and ±Inf are dropped before
 // anything is scaled, and cells are rendered in runs of equal style
 // (renderCanvas) because styling every cell separately cost more than
-// the rest of a redraw.
+// the rest of a redraw. For the same reason frames are put together from
+// exact blocks without measuring them again (joinH, box).
 //
 // NO_COLOR is honoured through lipgloss's colour profile; without colour
 // the overlaid curves are told apart by marker runes.
