@@ -30,9 +30,15 @@ Usage:
   mkbench                       open the workbench (terminal UI): pick a preset, watch it train
   mkbench tui [--preset NAME] [--iters N] [--seed S] [--data DIR]
                                 the workbench, optionally starting a preset at once
-  mkbench run --preset NAME [--variant V] [--iters N] [--seed S] [--out DIR] [--eval-tasks N]
-  mkbench run --resume DIR [--iters N]
-  mkbench eval --run DIR [--eval-tasks N] [--json]
+  mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
+              [--eval-tasks N] [--val-every N] [--val-tasks N] [--data DIR]
+  mkbench run --resume DIR [--iters N] [--data DIR]
+  mkbench eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--data DIR] [--json]
+  mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
+              [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--run DIR] [--out DIR]
+                                NAME: ablation, versatility, efficiency, shots
+  mkbench experiment --resume DIR
+  mkbench report DIR            redraw an experiment's tables and figures
   mkbench presets               list presets
   mkbench --version
 

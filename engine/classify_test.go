@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -281,5 +282,57 @@ func TestRunTimeBudget(t *testing.T) {
 	rows, _ := os.ReadFile(filepath.Join(dir, FileMetrics))
 	if !strings.Contains(string(rows), `"iter":1,`) {
 		t.Fatalf("metrics.jsonl lacks the last iteration:\n%s", rows)
+	}
+}
+
+// A task source that panics in the prefetch goroutine gives an error, not
+// a crash.
+type panickySource struct {
+	sineLike
+	after int
+	calls *int
+}
+
+func (p panickySource) Sample(rng *rand.Rand, b *Batch) {
+	*p.calls++
+	if *p.calls > p.after {
+		panic("broken source")
+	}
+	p.sineLike.Sample(rng, b)
+}
+
+func TestPrefetchPanicIsAnError(t *testing.T) {
+	cfg := smallConfig("vrf")
+	cfg.Iters, cfg.EvalTasks = 20, 4
+	calls := 0
+	_, err := Run(context.Background(), cfg, panickySource{after: 3, calls: &calls}, RunOptions{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "broken source") {
+		t.Fatalf("err = %v, want the source's panic as an error", err)
+	}
+}
+
+// Cancelling during the final evaluation stops it promptly; training is
+// already checkpointed and the run reports itself interrupted.
+func TestFinalEvaluationIsCancellable(t *testing.T) {
+	cfg := smallConfig("vrf")
+	cfg.Iters, cfg.EvalTasks = 5, 100000
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := filepath.Join(t.TempDir(), "run")
+	obs := ObserverFunc(func(s Snapshot) error {
+		if s.Iter == cfg.Iters {
+			cancel()
+		}
+		return nil
+	})
+	t0 := time.Now()
+	res, err := Run(ctx, cfg, sineLike{}, RunOptions{Dir: dir, ReportEvery: time.Nanosecond}, obs)
+	if !errors.Is(err, context.Canceled) || !res.Interrupted {
+		t.Fatalf("err = %v, interrupted %v; want a cancelled, interrupted run", err, res.Interrupted)
+	}
+	if time.Since(t0) > 20*time.Second {
+		t.Fatalf("cancelling took %v", time.Since(t0))
+	}
+	if ck, err := LoadCheckpoint(filepath.Join(dir, FileCheckpoint)); err != nil || ck.Iter != cfg.Iters {
+		t.Fatalf("checkpoint %v, %v; want iteration %d", ck, err, cfg.Iters)
 	}
 }

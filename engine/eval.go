@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
@@ -62,6 +63,11 @@ func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, 
 	ns, nq := c.SupportPoints(), query*max(c.Way, 1)
 	out := src.OutDim()
 	for batch := 0; len(res.PerTask) < tasks; batch++ {
+		select {
+		case <-m.cancel:
+			return res, fmt.Errorf("engine: evaluation stopped after %d of %d tasks: %w", len(res.PerTask), tasks, context.Canceled)
+		default:
+		}
 		T := min(c.MetaBatch, tasks-len(res.PerTask))
 		gr, err := m.graph(shape{T: T, NS: ns, NQ: nq})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 )
 
 // Random streams. Every random draw comes from a PCG seeded by (run seed,
@@ -56,6 +57,9 @@ type Model struct {
 	// draws the tasks and noise of step i+1 (they depend only on the seed
 	// and i), taking that work off the critical path.
 	gradBuf [][]float64 // Step's gradients
+	// cancel, when closed, stops an evaluation between batches (Run sets
+	// it to its context's Done).
+	cancel <-chan struct{}
 	bufs    [2]stepInput
 	pending *stepInput
 	ready   chan struct{}
@@ -74,6 +78,7 @@ type stepInput struct {
 	iter  int
 	batch Batch
 	noise noise
+	panic any // recovered from the prefetch that drew it
 }
 
 // NewModel initializes a model's parameters from cfg.Seed.
@@ -92,11 +97,19 @@ func NewModel(cfg Config, src TaskSource) (*Model, error) {
 	return m, nil
 }
 
+// buildMu serializes graph construction across models: gorgonia v0.9.18
+// numbers node groups from an unsynchronized package-level counter, so two
+// models building graphs at once (the workbench's side-by-side variants)
+// race on it.
+var buildMu sync.Mutex
+
 func (m *Model) graph(sh shape) (*graph, error) {
 	if gr, ok := m.graphs[sh]; ok {
 		return gr, nil
 	}
+	buildMu.Lock()
 	gr, err := buildGraph(m.Cfg, m.Params, m.Src.InDim(), m.Src.OutDim(), sh)
+	buildMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +171,10 @@ func (m *Model) input(iter int) *stepInput {
 		<-m.ready
 		in := m.pending
 		m.pending = nil
+		if p := in.panic; p != nil {
+			in.panic = nil
+			panic(fmt.Sprintf("drawing iteration %d's tasks: %v", in.iter+1, p))
+		}
 		if in.iter == iter {
 			return in
 		}
@@ -177,6 +194,10 @@ func (m *Model) prefetch(iter int, cur *stepInput) {
 	m.pending, m.ready = next, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
+		// A panic here (say, in a task source) would end the process;
+		// input raises it again on the model's goroutine, where Run turns
+		// it into an error.
+		defer func() { next.panic = recover() }()
 		m.prepare(iter, next)
 	}(m.ready)
 }

@@ -206,6 +206,7 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		return res, err
 	}
 	defer m.Close()
+	m.cancel = ctx.Done()
 	opt := NewOptimizer(cfg, m.Params.List)
 	start := 0
 	var win window
@@ -352,6 +353,9 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		if validate && done%cfg.ValEvery == 0 {
 			var spent time.Duration
 			if val, spent, err = validation(done, trainSec()); err != nil {
+				if ctx.Err() != nil {
+					return stop(done, err)
+				}
 				return res, err
 			}
 			t0 = t0.Add(spent)
@@ -416,6 +420,9 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 	}
 	ev, err := m.evaluate(evalSrc, streamEvalTasks, streamEvalNoise, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
 	if err != nil {
+		// Stopped during the evaluation: training is checkpointed, and
+		// resuming runs the evaluation again.
+		res.Interrupted = ctx.Err() != nil
 		return res, err
 	}
 	res.Eval = &ev

@@ -53,7 +53,9 @@ func (m *Model) staged(sh shape) (*staged, error) {
 	if st, ok := m.stages[sh]; ok {
 		return st, nil
 	}
+	buildMu.Lock()
 	st, err := buildStaged(m.Cfg, m.Params, m.Src.InDim(), m.Src.OutDim(), sh)
+	buildMu.Unlock()
 	if err != nil {
 		return nil, err
 	}
