@@ -59,7 +59,7 @@ type Model struct {
 	gradBuf [][]float64 // Step's gradients
 	// cancel, when closed, stops an evaluation between batches (Run sets
 	// it to its context's Done).
-	cancel <-chan struct{}
+	cancel  <-chan struct{}
 	bufs    [2]stepInput
 	pending *stepInput
 	ready   chan struct{}
