@@ -41,6 +41,11 @@ type ConvSpec struct {
 	Blocks   int     `json:"blocks"`
 	Filters  int     `json:"filters"`
 	Keep     float64 `json:"keep"` // dropout keep probability in training; 1 = no dropout
+	// FloorPool keeps only whole 2×2 pooling windows (an odd map loses its
+	// last row or column), as the paper's miniImageNet table does
+	// (84→42→21→10→5→2, 256-d); otherwise pooling is SAME (7→4 for
+	// Omniglot).
+	FloorPool bool `json:"floor_pool,omitempty"`
 }
 
 // Validate reports whether the spec describes a network the kernels run.
@@ -54,6 +59,8 @@ func (s ConvSpec) Validate() error {
 		return fmt.Errorf("conv: %d filters, want ≥ 1", s.Filters)
 	case !(s.Keep > 0 && s.Keep <= 1):
 		return fmt.Errorf("conv: keep probability %g, want in (0, 1]", s.Keep)
+	case s.FloorPool && s.OutDim() == 0:
+		return fmt.Errorf("conv: %d blocks of floor pooling shrink %d×%d to nothing", s.Blocks, s.Height, s.Width)
 	}
 	return nil
 }
@@ -66,9 +73,17 @@ func (s ConvSpec) InDim() int { return s.Channels * s.Height * s.Width }
 func (s ConvSpec) OutDim() int {
 	h, w := s.Height, s.Width
 	for range s.Blocks {
-		h, w = (h+1)/2, (w+1)/2
+		h, w = s.pooled(h), s.pooled(w)
 	}
 	return h * w * s.Filters
+}
+
+// pooled is the size a map side of n pools to.
+func (s ConvSpec) pooled(n int) int {
+	if s.FloorPool {
+		return n / 2
+	}
+	return (n + 1) / 2
 }
 
 // FanIn is the number of inputs of one filter of block l.
@@ -100,7 +115,7 @@ func (s ConvSpec) layers() []convLayer {
 	ls := make([]convLayer, s.Blocks)
 	h, w, c := s.Height, s.Width, s.Channels
 	for l := range ls {
-		ly := convLayer{cin: c, h: h, w: w, ho: (h + 1) / 2, wo: (w + 1) / 2, p: h * w, k1: 9*c + 1}
+		ly := convLayer{cin: c, h: h, w: w, ho: s.pooled(h), wo: s.pooled(w), p: h * w, k1: 9*c + 1}
 		ly.po = ly.ho * ly.wo
 		ls[l] = ly
 		h, w, c = ly.ho, ly.wo, s.Filters
@@ -748,6 +763,9 @@ func (j *convBackward[F]) run(ci int) {
 			dz := sc.z[:rows*nf]
 			for i := 0; i < n; i++ {
 				di := dz[i*ly.p*nf : (i+1)*ly.p*nf]
+				if 2*ly.ho < ly.h || 2*ly.wo < ly.w {
+					clear(di) // floor pooling: cells in no window get no gradient
+				}
 				o := (g0 + i) * ly.po * nf
 				gi := gin[(g0-lo+i)*ly.po*nf:][:ly.po*nf]
 				out, arg := k.act[l+1][o:o+ly.po*nf], k.arg[l][o:o+ly.po*nf]

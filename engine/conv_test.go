@@ -103,7 +103,7 @@ func convReference(s ConvSpec, N int, x []float64, ws, bs [][]float64, seed, str
 		a := x[i*s.InDim() : (i+1)*s.InDim()]
 		for l := 0; l < s.Blocks; l++ {
 			F := s.Filters
-			ho, wo := (h+1)/2, (w+1)/2
+			ho, wo := s.pooled(h), s.pooled(w)
 			var mask []float64
 			if drop {
 				// The stream is laid out window by window (convMaskIndex).
@@ -127,7 +127,7 @@ func convReference(s ConvSpec, N int, x []float64, ws, bs [][]float64, seed, str
 							}
 						}
 						v := math.Max(sum, 0)
-						if drop {
+						if drop && y < 2*ho && xx < 2*wo { // floor pooling drops the rest
 							v *= mask[convMaskIndex(convLayer{wo: wo}, y, xx, F)+f] / s.Keep
 						}
 						z[(y*w+xx)*F+f] = v
@@ -180,6 +180,9 @@ var convSpecs = []struct {
 	// 143-pixel maps go one image per product, so chunks of 2–3 images
 	// accumulate over several products.
 	{"groups", ConvSpec{Channels: 2, Height: 11, Width: 13, Blocks: 2, Filters: 3, Keep: 0.8}, 20},
+	// Floor pooling of odd maps: the last row and column fall out.
+	{"floor", ConvSpec{Channels: 2, Height: 11, Width: 9, Blocks: 2, Filters: 3, Keep: 0.7, FloorPool: true}, 3},
+	{"floor-wide", ConvSpec{Channels: 3, Height: 21, Width: 21, Blocks: 2, Filters: 17, Keep: 0.8, FloorPool: true}, 2},
 }
 
 // TestConvForwardMatchesReference compares both precisions and both paths
@@ -218,6 +221,13 @@ func TestConvOutDim(t *testing.T) {
 	mini := ConvSpec{Channels: 3, Height: 84, Width: 84, Blocks: 4, Filters: 64, Keep: 0.5}
 	if d := mini.OutDim(); d != 6*6*64 {
 		t.Errorf("Conv-4 on 84×84×3: OutDim %d, want 2304", d)
+	}
+	conv5 := ConvSpec{Channels: 3, Height: 84, Width: 84, Blocks: 5, Filters: 64, Keep: 0.5, FloorPool: true}
+	if d := conv5.OutDim(); d != 256 {
+		t.Errorf("Conv-5 (floor pooling) on 84×84×3: OutDim %d, want 256 (84→42→21→10→5→2)", d)
+	}
+	if err := (ConvSpec{Channels: 1, Height: 4, Width: 4, Blocks: 3, Filters: 2, Keep: 1, FloorPool: true}).Validate(); err == nil {
+		t.Error("floor pooling 4×4 three times: no error")
 	}
 	// The 7×7 map of the third block pools to 4×4 (SAME).
 	if ls := conv4.layers(); ls[2].h != 7 || ls[2].ho != 4 || ls[3].h != 4 || ls[3].ho != 2 {
@@ -259,7 +269,7 @@ func convFD(t *testing.T, p *convProblem, k *ConvKernel, v []float64, seed uint6
 // against finite differences, with dropout on, on odd sizes (SAME pooling
 // pads).
 func TestConvGradFD(t *testing.T) {
-	for _, ci := range []int{0, 1, 6} {
+	for _, ci := range []int{0, 1, 6, 7, 8} {
 		c := convSpecs[ci]
 		if testing.Short() {
 			if c.name == "rgb" {

@@ -83,7 +83,50 @@ func omniglot(way, shot int) Preset {
 	return p
 }
 
-var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), omniglot(20, 1), omniglot(20, 5)}
+// image returns a colour-image classification preset on the paper's
+// settings for the family: ψ a convolutional net from the appendix tables
+// (dropout keep 0.5), d = 256, D = 780, the Omniglot heads, meta-batch 8,
+// the table's iterations.
+func image(name, family, desc string, conv engine.ConvSpec, way, shot, iters int) Preset {
+	p := omniglot(way, shot)
+	c := &p.Config
+	c.Conv = &conv
+	c.MetaBatch, c.Iters = 8, iters
+	p.Name, p.Source = name, family
+	p.Description = fmt.Sprintf("%s %d-way %d-shot classification", desc, way, shot)
+	return p
+}
+
+// embeddings is the deep-embedding setting: pre-computed 640-d WRN-28-10
+// features, so ψ is one trainable 640→640 ReLU layer instead of a CNN.
+func embeddings(way, shot int) Preset {
+	p := omniglot(way, shot)
+	c := &p.Config
+	c.Conv, c.EmbedHidden = nil, []int{640}
+	c.MetaBatch, c.Iters = 8, 150000
+	p.Name, p.Source = fmt.Sprintf("wrn-%dw%ds", way, shot), "embeddings"
+	p.Description = fmt.Sprintf("pre-trained WRN-28-10 embeddings (640-d), %d-way %d-shot", way, shot)
+	return p
+}
+
+var (
+	cifarConv = engine.ConvSpec{Channels: 3, Height: 32, Width: 32, Blocks: 4, Filters: 64, Keep: 0.5}
+	miniConv  = engine.ConvSpec{Channels: 3, Height: 84, Width: 84, Blocks: 5, Filters: 64, Keep: 0.5, FloorPool: true}
+)
+
+var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), omniglot(20, 1), omniglot(20, 5),
+	image("cifarfs-5w1s", "cifarfs", "CIFAR-FS", cifarConv, 5, 1, 200000),
+	image("cifarfs-5w5s", "cifarfs", "CIFAR-FS", cifarConv, 5, 5, 200000),
+	image("mini-5w1s", "miniimagenet", "miniImageNet", miniConv, 5, 1, 150000),
+	image("mini-5w5s", "miniimagenet", "miniImageNet", miniConv, 5, 5, 150000),
+	image("domainnet-5w1s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 1, 150000),
+	image("domainnet-5w5s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 5, 150000),
+	embeddings(5, 1), embeddings(5, 5),
+}
+
+// domainNetCap bounds the images read per DomainNet category (decoded in
+// full the set is 12.4 GB).
+const domainNetCap = 200
 
 // All returns every preset, sorted by name.
 func All() []Preset {
@@ -166,6 +209,87 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			*sp.dst = ep
 		}
 		return s, nil
+	case "cifarfs", "miniimagenet":
+		load, def := datasets.LoadCIFARFS, datasets.DefaultCIFARFSDir
+		if name == "miniimagenet" {
+			load, def = datasets.LoadMiniImageNet, datasets.DefaultMiniImageNetDir
+		}
+		if dataDir == "" {
+			dataDir = def()
+		}
+		set, err := load(dataDir, datasets.ImageOptions{})
+		if err != nil {
+			return Sources{}, dataHint(err)
+		}
+		return splitSources(cfg, func(split string) (datasets.ClassSource, error) { return set.Split(split) })
+	case "embeddings":
+		if dataDir == "" {
+			dataDir = datasets.DefaultEmbeddingsDir()
+		}
+		return splitSources(cfg, func(split string) (datasets.ClassSource, error) {
+			path, err := datasets.EmbeddingSplitFile(dataDir, split)
+			if err != nil {
+				return nil, dataHint(err)
+			}
+			return datasets.LoadEmbeddings(path, split, datasets.EmbeddingOptions{})
+		})
+	case "domainnet":
+		if dataDir == "" {
+			dataDir = datasets.DefaultDomainNetDir()
+		}
+		d, err := datasets.LoadDomainNet(dataDir, datasets.DomainNetOptions{MaxPerClass: domainNetCap})
+		if err != nil {
+			return Sources{}, dataHint(err)
+		}
+		train, val, test, err := datasets.DomainNetProtocol(datasets.DefaultDomainNetTarget, false)
+		if err != nil {
+			return Sources{}, err
+		}
+		var s Sources
+		for _, sp := range []struct {
+			split datasets.DomainSplit
+			query int
+			dst   *engine.TaskSource
+		}{{train, cfg.Query, &s.Train}, {val, cfg.EvalQuery, &s.Val}, {test, cfg.EvalQuery, &s.Test}} {
+			ep, err := d.Episodes(sp.split, cfg.Way, cfg.Shot, sp.query)
+			if err != nil {
+				return Sources{}, err
+			}
+			*sp.dst = ep
+		}
+		return s, nil
 	}
 	return Sources{}, fmt.Errorf("unknown task family %q", name)
+}
+
+// splitSources makes the train, val and test episode sources of a family
+// whose splits split returns.
+func splitSources(cfg engine.Config, split func(string) (datasets.ClassSource, error)) (Sources, error) {
+	var s Sources
+	for _, sp := range []struct {
+		name  string
+		query int
+		dst   *engine.TaskSource
+	}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
+		set, err := split(sp.name)
+		if err != nil {
+			return Sources{}, err
+		}
+		ep, err := datasets.NewClassEpisodes(set, cfg.Way, cfg.Shot, sp.query)
+		if err != nil {
+			return Sources{}, fmt.Errorf("%s split: %w", sp.name, err)
+		}
+		*sp.dst = ep
+	}
+	return s, nil
+}
+
+// dataHint adds the fix to a missing-data error.
+func dataHint(err error) error {
+	for _, e := range []error{datasets.ErrNoCIFAR, datasets.ErrNoMiniImageNet, datasets.ErrNoDomainNet, datasets.ErrNoEmbeddings} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w; point --data at your copy (see the README's data sets section) or set MKBENCH_DATA", err)
+		}
+	}
+	return err
 }
