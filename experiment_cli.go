@@ -123,7 +123,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		}
 		dir = *out
 		if dir == "" {
-			dir = newExperimentDir(session.RunsRoot(), name, *preset, time.Now())
+			dir = experiments.NewDir(session.RunsRoot(), name, *preset, time.Now())
 		}
 	}
 	o.Data = *data
@@ -152,19 +152,6 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	}
 	printResults(stdout, dir, res)
 	return 0
-}
-
-// newExperimentDir names a fresh experiment directory under root:
-// exp-NAME-PRESET-YYYYMMDD-HHMMSS, with "-2", "-3", … when taken.
-func newExperimentDir(root, name, preset string, t time.Time) string {
-	base := filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405")))
-	dir := base
-	for n := 2; ; n++ {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return dir
-		}
-		dir = fmt.Sprintf("%s-%d", base, n)
-	}
 }
 
 // progressLines prints a line when a run starts and ends, and a progress

@@ -71,6 +71,24 @@ type Runner struct {
 	Progress func(Progress)
 	// ReportEvery is the minimum time between PhaseStep reports; default 2s.
 	ReportEvery time.Duration
+	// Snapshots makes PhaseStep reports whole, for a live dashboard:
+	// Snapshot.Display is kept, and a snapshot that carries a display or
+	// a validation is reported whatever ReportEvery says.
+	Snapshots bool
+}
+
+// NewDir names a fresh experiment directory under root (the runs root):
+// exp-NAME-PRESET-YYYYMMDD-HHMMSS, with "-2", "-3", … when taken. The
+// command line and the workbench both name their experiments with it.
+func NewDir(root, name, preset string, t time.Time) string {
+	base := filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405")))
+	dir := base
+	for n := 2; ; n++ {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir
+		}
+		dir = fmt.Sprintf("%s-%d", base, n)
+	}
 }
 
 // ErrRunsFailed is returned by Run when some runs failed and the rest
@@ -467,11 +485,14 @@ func (r *Runner) train(ctx context.Context, pr Progress, dir string, j job, o Op
 		}
 		var last time.Time
 		obs := engine.ObserverFunc(func(s engine.Snapshot) error {
-			if s.Done || time.Since(last) < every {
+			whole := r.Snapshots && (s.Display != nil || s.Val != nil)
+			if s.Done || !whole && time.Since(last) < every {
 				return nil
 			}
 			last = time.Now()
-			s.Display = nil // large, and not what a progress line shows
+			if !r.Snapshots {
+				s.Display = nil // large, and not what a progress line shows
+			}
 			q := pr
 			q.Phase, q.Snapshot = PhaseStep, &s
 			r.report(q)

@@ -23,6 +23,12 @@ func Run(opts Options, out io.Writer) error {
 	// Whatever ended the program (quit, a signal, a panic), the runs stop
 	// here with their checkpoints; training goroutines never print.
 	sess.Close()
+	// Experiments likewise: the current run checkpoints and the directory
+	// can be resumed from the command line.
+	exps := m.Experiments()
+	for _, w := range exps {
+		w.Stop()
+	}
 	alive := 0
 	for _, r := range sess.Runs() {
 		if r.Alive() {
@@ -36,6 +42,13 @@ func Run(opts Options, out io.Writer) error {
 		fmt.Fprintln(out, "mkbench: some runs did not stop within 2 minutes; their last checkpoints are kept")
 	}
 	summarize(out, sess.Runs())
+	for _, w := range exps {
+		if !w.Wait(2 * time.Minute) {
+			fmt.Fprintf(out, "experiment %s did not stop within 2 minutes; its last checkpoints are kept\n", w.Dir)
+			continue
+		}
+		summarizeExperiment(out, w)
+	}
 	if errors.Is(err, tea.ErrProgramKilled) || errors.Is(err, tea.ErrInterrupted) {
 		return nil // a signal: the runs are checkpointed above
 	}
@@ -75,5 +88,18 @@ func summarize(out io.Writer, runs []*session.Run) {
 	}
 	if stopped {
 		fmt.Fprintln(out, "continue a stopped run with: mkbench run --resume DIR")
+	}
+}
+
+// summarizeExperiment writes how an experiment ended and where it is.
+func summarizeExperiment(out io.Writer, w *expWorker) {
+	_, _, err := w.Outcome()
+	switch {
+	case err == nil:
+		fmt.Fprintf(out, "experiment finished → %s (results.md, figures/)\n", w.Dir)
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintf(out, "experiment stopped, runs checkpointed → %s\ncontinue it with: mkbench experiment --resume %s\n", w.Dir, w.Dir)
+	default:
+		fmt.Fprintf(out, "experiment %s: %v\n", w.Dir, firstLine(err.Error()))
 	}
 }

@@ -103,6 +103,7 @@ type dashboard struct {
 	msg        string
 	msgErr     bool
 	quitting   bool
+	readOnly   bool // an experiment's run: the experiment drives it, only view keys work
 	w, h       int
 	panes      [numPanes]string
 	paneSize   [numPanes][2]int
@@ -226,6 +227,11 @@ func (d dashboard) update(msg tea.Msg) (dashboard, tea.Cmd) {
 
 func (d *dashboard) key(msg tea.KeyMsg) {
 	k := d.keys
+	if d.readOnly && !key.Matches(msg, k.NextPane, k.PrevPane, k.Zoom, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY) {
+		d.setMsg("the experiment drives this run: esc returns to it, q stops it")
+		d.dirty[paneRuns] = true
+		return
+	}
 	for i, b := range k.Toggles {
 		if key.Matches(msg, b) {
 			d.toggle(i)

@@ -13,6 +13,11 @@ type KeyMap struct {
 	Toggles [6]key.Binding
 	// View.
 	NextPane, PrevPane, Zoom, CycleRun, EMA, LogY, DimNext, DimPrev, PairX, PairY, NewTask key.Binding
+	// Experiments: x opens the screen from the picker, X from the
+	// dashboard (where x picks a heatmap dimension).
+	Experiments, DashExperiments key.Binding
+	// The experiments screen: the setup form, then the live results.
+	FieldNext, FieldPrev, Cycle, Run, ShowRun, Back key.Binding
 	// Anywhere.
 	Help, Quit key.Binding
 }
@@ -48,6 +53,15 @@ func DefaultKeyMap() KeyMap {
 		PairY:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "heatmap: next y dimension")),
 		NewTask:  key.NewBinding(key.WithKeys("n"), key.WithHelp("n", "new display task")),
 
+		Experiments:     key.NewBinding(key.WithKeys("x", "X"), key.WithHelp("x", "experiments (ablation, shots, …)")),
+		DashExperiments: key.NewBinding(key.WithKeys("X"), key.WithHelp("X", "experiments screen")),
+		FieldNext:       key.NewBinding(key.WithKeys("down", "tab"), key.WithHelp("↓/tab", "next field")),
+		FieldPrev:       key.NewBinding(key.WithKeys("up", "shift+tab"), key.WithHelp("↑/shift+tab", "previous field")),
+		Cycle:           key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change experiment / preset")),
+		Run:             key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "start the experiment")),
+		ShowRun:         key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "the current run's dashboard")),
+		Back:            key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back (dashboard → results → setup)")),
+
 		Help: key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit: key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q/ctrl+c", "quit (checkpoints runs)")),
 	}
@@ -70,13 +84,31 @@ func (k KeyMap) Groups() []helpGroup {
 		{"Training", []key.Binding{k.Pause, k.Stop, k.Checkpoint, k.Evaluate}},
 		{"Ablation toggles", k.Toggles[:]},
 		{"View", []key.Binding{k.NextPane, k.PrevPane, k.Zoom, k.CycleRun, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY, k.NewTask}},
+		{"General", []key.Binding{k.DashExperiments, k.Help, k.Quit}},
+	}
+}
+
+// ExperimentGroups is the experiments screen's full help.
+func (k KeyMap) ExperimentGroups() []helpGroup {
+	return []helpGroup{
+		{"Setup", []key.Binding{k.FieldNext, k.FieldPrev, k.Cycle, k.Run}},
+		{"Running", []key.Binding{k.ShowRun, k.Back, short(k.Quit, "stop the experiment (checkpoint) and quit")}},
 		{"General", []key.Binding{k.Help, k.Quit}},
+	}
+}
+
+// ExperimentDashGroups is the help over an experiment run's dashboard:
+// the view keys only, since the experiment drives the run.
+func (k KeyMap) ExperimentDashGroups() []helpGroup {
+	return []helpGroup{
+		{"View", []key.Binding{k.NextPane, k.PrevPane, k.Zoom, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY}},
+		{"General", []key.Binding{short(k.Back, "back to the experiment"), k.Help, short(k.Quit, "stop the experiment and quit")}},
 	}
 }
 
 // PickerGroups is the picker's full help.
 func (k KeyMap) PickerGroups() []helpGroup {
-	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
+	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
 }
 
 // HeaderHelp is the reminder in the dashboard's header.
@@ -92,5 +124,5 @@ func short(b key.Binding, desc string) key.Binding {
 
 // PickerShortHelp is the picker footer.
 func (k KeyMap) PickerShortHelp() []key.Binding {
-	return []key.Binding{short(k.Start, "train"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
+	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
 }

@@ -39,6 +39,7 @@ type screen int
 const (
 	screenPicker screen = iota
 	screenDashboard
+	screenExperiments
 )
 
 // batchMsg carries one batch of run updates from the session.
@@ -66,6 +67,9 @@ type Model struct {
 	picker   picker
 	dash     dashboard
 	sess     *session.Session
+	exp      expScreen
+	exps     *expRegistry
+	from     screen // where the experiments screen was opened from
 	help     bool
 	quitting bool
 	w, h     int
@@ -98,11 +102,16 @@ func New(opts Options) Model {
 			opts.Configure(c)
 		}
 	}
-	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k, presets.All()), sess: sess}
+	reg := &expRegistry{}
+	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k, presets.All()), sess: sess,
+		exp: newExpScreen(t, k, opts, reg), exps: reg}
 }
 
 // Session is where the model's runs live.
 func (m Model) Session() *session.Session { return m.sess }
+
+// Experiments are the experiments started from the workbench.
+func (m Model) Experiments() []*expWorker { return m.exps.Workers() }
 
 // Init starts the preset given in the options, if any.
 func (m Model) Init() tea.Cmd {
@@ -129,7 +138,23 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.screen == screenDashboard {
 			m.dash, _ = m.dash.update(msg)
 		}
+		m.exp, _ = m.exp.update(msg)
 		return m, tea.Batch(cmds...)
+
+	case expBatchMsg:
+		m.exp, _ = m.exp.update(msg)
+		if m.quitting && m.allEnded() {
+			return m, tea.Quit
+		}
+		if msg.ended {
+			return m, nil
+		}
+		return m, waitExp(msg.w)
+
+	case expStartMsg:
+		var cmd tea.Cmd
+		m.exp, cmd = m.exp.update(msg)
+		return m, cmd
 
 	case pickedMsg:
 		m.sess.Preset = msg.p
@@ -142,7 +167,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 	case batchMsg:
 		m.dash, _ = m.dash.update(msg)
-		if m.quitting && m.dash.allEnded() {
+		if m.quitting && m.allEnded() {
 			return m, tea.Quit
 		}
 		if !msg.ok {
@@ -153,6 +178,15 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		if m.screen == screenPicker && m.picker.filtering() {
 			break // every key is filter text
+		}
+		if m.screen == screenExperiments && m.exp.capturing() && !m.help {
+			switch msg.String() {
+			case "ctrl+c":
+				return m.quit()
+			case "esc":
+				return m.leaveExperiments(), nil
+			}
+			break // every other key is text for the field
 		}
 		switch {
 		case key.Matches(msg, m.keys.Quit):
@@ -167,6 +201,22 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.help {
 			return m, nil // the overlay takes the keys it does not know
 		}
+		switch {
+		case m.screen == screenPicker && key.Matches(msg, m.keys.Experiments),
+			m.screen == screenDashboard && key.Matches(msg, m.keys.DashExperiments):
+			preset := ""
+			if it, ok := m.picker.list.SelectedItem().(presetItem); ok {
+				preset = it.p.Name
+			}
+			if m.screen == screenDashboard {
+				preset = m.dash.preset.Name
+			}
+			m.from, m.screen = m.screen, screenExperiments
+			m.exp.open(preset)
+			return m, nil
+		case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.keys.Back):
+			return m.leaveExperiments(), nil
+		}
 	}
 	var cmd tea.Cmd
 	switch m.screen {
@@ -174,20 +224,41 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.picker, cmd = m.picker.update(msg)
 	case screenDashboard:
 		m.dash, cmd = m.dash.update(msg)
+	case screenExperiments:
+		m.exp, cmd = m.exp.update(msg)
 	}
 	return m, cmd
+}
+
+// leaveExperiments goes back from the setup form to the screen it was
+// opened from.
+func (m Model) leaveExperiments() Model {
+	m.screen = m.from
+	if m.screen == screenDashboard {
+		m.dash.markAll()
+		m.dash.render()
+	}
+	return m
+}
+
+// allEnded reports whether no run and no experiment is left working.
+func (m Model) allEnded() bool {
+	return (m.dash.views[0] == nil || m.dash.allEnded()) && !m.exp.running()
 }
 
 // quit stops the runs first: each saves a checkpoint and the program ends
 // when the last one has. A second quit does not wait.
 func (m Model) quit() (tea.Model, tea.Cmd) {
-	if m.screen != screenDashboard || m.quitting || m.dash.allEnded() {
+	if m.quitting || m.allEnded() {
 		return m, tea.Quit
 	}
 	m.quitting = true
-	m.dash.quitting = true
-	m.dash.stopAll()
-	m.dash.render()
+	if m.dash.views[0] != nil && !m.dash.allEnded() {
+		m.dash.quitting = true
+		m.dash.stopAll()
+		m.dash.render()
+	}
+	m.exp.stop()
 	return m, nil
 }
 
@@ -198,13 +269,21 @@ func (m Model) View() string {
 	}
 	if m.help {
 		groups := m.keys.Groups()
-		if m.screen == screenPicker {
+		switch {
+		case m.screen == screenPicker:
 			groups = m.keys.PickerGroups()
+		case m.screen == screenExperiments && m.exp.stage == expDash:
+			groups = m.keys.ExperimentDashGroups()
+		case m.screen == screenExperiments:
+			groups = m.keys.ExperimentGroups()
 		}
 		return helpView(m.theme, groups, m.w, m.h)
 	}
-	if m.screen == screenPicker {
+	switch m.screen {
+	case screenPicker:
 		return m.picker.view()
+	case screenExperiments:
+		return m.exp.view()
 	}
 	return m.dash.view()
 }
