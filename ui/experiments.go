@@ -452,6 +452,7 @@ func (f expForm) view(w, h int) string {
 	var lines []string
 	lines = append(lines, screenHeader(t, f.keys, "experiments · set up", w), "")
 	lw := 12
+	vcol := min(44, max(24, w-44)) // the value column, hints after it
 	for i := range numFields {
 		if !f.visible(i) {
 			continue
@@ -475,6 +476,10 @@ func (f expForm) view(w, h int) string {
 			hint = p.Description
 		default:
 			in := f.inputs[i]
+			in.Width = vcol - 4
+			if i == ffOut {
+				in.Width = max(20, w-lw-6)
+			}
 			value = in.View()
 			hint = fieldHints[i]
 			if i == ffBases {
@@ -490,8 +495,10 @@ func (f expForm) view(w, h int) string {
 				}
 			}
 		}
-		vw := ansi.StringWidthWc(value)
-		line := mark + label + value + strings.Repeat(" ", max(2, 44-vw)) + t.Dim.Render(hint)
+		line := mark + label + value
+		if i != ffOut {
+			line += strings.Repeat(" ", max(2, vcol-ansi.StringWidthWc(value))) + t.Dim.Render(hint)
+		}
 		lines = append(lines, line)
 	}
 	lines = append(lines, "")
@@ -508,6 +515,7 @@ func (f expForm) view(w, h int) string {
 		}
 		lines = append(lines, s+t.Dim.Render(" · the same directory as mkbench experiment "+f.kindName()))
 	}
+	lines = append(lines, t.Dim.Render("  an empty field is the default shown; "+fieldHints[ffOut]))
 	body := strings.Join(lines, "\n")
 	foot := footer(t, []key.Binding{short(f.keys.Run, "start"), short(f.keys.FieldNext, "field"),
 		short(f.keys.Cycle, "change"), short(f.keys.Back, "back"), f.keys.Help, short(f.keys.Quit, "quit")})
@@ -869,6 +877,9 @@ type expProgressData struct {
 	RunETA       time.Duration // < 0: unknown
 	AllETA       time.Duration // < 0: unknown
 	State        string        // running, stopping, finished, interrupted, failed
+	// Points and PointsDone count the experiment's points (rows); the
+	// versatility grid measures its progress by them.
+	Points, PointsDone int
 }
 
 func fmtETA(d time.Duration) string {
@@ -906,6 +917,9 @@ func expProgress(t Theme, d expProgressData, w int) string {
 		if d.Iters > 0 && d.State == "running" {
 			frac += float64(d.Iter) / float64(d.Iters) / float64(d.Jobs)
 		}
+	}
+	if d.Kind == experiments.Versatility && d.Points > 0 && d.State != "finished" {
+		frac = float64(d.PointsDone) / float64(d.Points)
 	}
 	l2 := " "
 	if bw := min(w-10, 60); bw >= 5 {
@@ -1116,6 +1130,13 @@ func (e *expState) progress(s *expScreen, p experiments.Progress) []session.Upda
 		}
 		snap := *p.Snapshot
 		e.snap = &snap
+		if snap.Iters > 0 && snap.Iter >= snap.Iters && kind != experiments.Versatility {
+			// Past its last iteration a run is in its final evaluation.
+			e.phase = "final evaluation"
+			if r := e.row(rowKeyOf(kind, p.Key)); r != nil {
+				r.Status = "evaluating"
+			}
+		}
 		if e.hasDash && e.dashJob == p.Job {
 			disp, val := snap.Display, snap.Val
 			last := snap
@@ -1251,7 +1272,12 @@ func (e *expState) end(res *experiments.Results, err error) []session.Update {
 // progressData is the progress line of the experiment.
 func (e *expState) progressData(now time.Time) expProgressData {
 	d := expProgressData{Kind: e.opts.Experiment, Preset: e.preset.Name, Job: e.job, Jobs: e.jobs, Name: e.name,
-		Phase: e.phase, RunETA: -1, AllETA: -1, State: e.state}
+		Phase: e.phase, RunETA: -1, AllETA: -1, State: e.state, Points: len(e.rows)}
+	for _, r := range e.rows {
+		if r.Status == "done" {
+			d.PointsDone++
+		}
+	}
 	if e.state == "stopping" {
 		d.State = "stopping (checkpointing)"
 	}

@@ -81,10 +81,10 @@ type helpGroup struct {
 // Groups is the dashboard's full help.
 func (k KeyMap) Groups() []helpGroup {
 	return []helpGroup{
-		{"Training", []key.Binding{k.Pause, k.Stop, k.Checkpoint, k.Evaluate}},
+		{"Training", []key.Binding{k.Pause, k.Stop, k.Checkpoint, k.Evaluate, k.DashExperiments}},
 		{"Ablation toggles", k.Toggles[:]},
 		{"View", []key.Binding{k.NextPane, k.PrevPane, k.Zoom, k.CycleRun, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY, k.NewTask}},
-		{"General", []key.Binding{k.DashExperiments, k.Help, k.Quit}},
+		{"General", []key.Binding{k.Help, k.Quit}},
 	}
 }
 
