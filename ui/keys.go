@@ -60,7 +60,7 @@ func DefaultKeyMap() KeyMap {
 		Cycle:           key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("←/→", "change experiment / preset")),
 		Run:             key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "start the experiment")),
 		ShowRun:         key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "the current run's dashboard")),
-		Back:            key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back (dashboard → results → setup)")),
+		Back:            key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back: run → results, setup → previous")),
 
 		Help: key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit: key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q/ctrl+c", "quit (checkpoints runs)")),
@@ -93,7 +93,7 @@ func (k KeyMap) ExperimentGroups() []helpGroup {
 	return []helpGroup{
 		{"Setup", []key.Binding{k.FieldNext, k.FieldPrev, k.Cycle, k.Run}},
 		{"Running", []key.Binding{k.ShowRun, k.Back, short(k.Quit, "stop the experiment (checkpoint) and quit")}},
-		{"General", []key.Binding{k.Help, k.Quit}},
+		{"General", []key.Binding{k.Help}},
 	}
 }
 
