@@ -38,6 +38,9 @@ type staged struct {
 	tasks  []*graph // step 3, one per range
 	sums   []*graph // step 1, with context only
 	seeded []*graph // step 5, with context only
+	// mlp does steps 1 and 5 without graphs when ψ is an MLP and the
+	// inference network sees support points (regression): see mlpSummary.
+	mlp *mlpSummary
 	lo     []int    // first task of each range, then T
 	shares []float64
 
@@ -68,6 +71,9 @@ func buildStaged(cfg Config, ps *Params, inDim, outDim int, sh shape) (*staged, 
 	if cfg.Kernel != KernelVRF {
 		st.dirs = 0
 	}
+	if st.dirs > 0 && cfg.Conv == nil && !cfg.Classify() {
+		st.mlp = newMLPSummary(cfg, ps, inDim, outDim)
+	}
 	n := min(taskStages, sh.T)
 	for r := 0; r <= n; r++ {
 		st.lo = append(st.lo, r*sh.T/n)
@@ -83,7 +89,7 @@ func buildStaged(cfg Config, ps *Params, inDim, outDim int, sh shape) (*staged, 
 			return nil, err
 		}
 		st.tasks = append(st.tasks, gr)
-		if st.dirs == 0 {
+		if st.dirs == 0 || st.mlp != nil {
 			continue
 		}
 		if gr, err = buildSummary(cfg, ps, inDim, outDim, part); err == nil {
@@ -193,7 +199,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 		if gr.logq0c != nil {
 			setInput(gr.logq0c, nz.logq0c[lo:hi])
 		}
-		if st.dirs > 0 {
+		if st.dirs > 0 && st.mlp == nil {
 			for _, g := range []*graph{st.sums[r], st.seeded[r]} {
 				setInput(g.x, b.XS[lo*NS*in:hi*NS*in])
 				setInput(g.ys, b.YS[lo*NS*out:hi*NS*out])
@@ -206,12 +212,16 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 
 	if st.dirs > 0 {
 		// 1, 2: summaries, then the LSTM forward over all tasks.
-		if err := st.parallel(func(r int) error { return runGraph(st.sums[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
-			return stats, err
-		}
 		st.sbar = grow(st.sbar, T*H)
-		for r, gr := range st.sums {
-			copy(st.sbar[st.lo[r]*H:], dataOf(gr.r.ctxV))
+		if st.mlp != nil {
+			st.mlp.forward(ps, b.XS, b.YS, T, NS, st.sbar)
+		} else {
+			if err := st.parallel(func(r int) error { return runGraph(st.sums[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
+				return stats, err
+			}
+			for r, gr := range st.sums {
+				copy(st.sbar[st.lo[r]*H:], dataOf(gr.r.ctxV))
+			}
 		}
 		for k := 0; k < st.dirs; k++ {
 			st.out[k] = grow(st.out[k], T*H)
@@ -289,6 +299,13 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 	}
 
 	// 5: the seeded summaries.
+	if st.mlp != nil {
+		st.mlp.backward(ps, b.XS, T, NS, st.dSbar, *grads)
+		for k := 0; k < st.dirs; k++ {
+			state.H[k], state.C[k] = st.lstm[k].FinalState()
+		}
+		return stats, nil
+	}
 	for r, gr := range st.seeded {
 		setInput(gr.seedH, st.dSbar[st.lo[r]*H:st.lo[r+1]*H])
 	}

@@ -67,6 +67,9 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := cfg.Context != ContextNone && !classify; (st.mlp != nil) != want {
+				t.Fatalf("direct MLP summaries: %v, want %v", st.mlp != nil, want)
+			}
 			if len(st.tasks) != 2 || st.tasks[0].T != 2 || st.tasks[1].T != 3 {
 				t.Fatalf("task stages %d, want tasks 2 + 3", len(st.tasks))
 			}
@@ -128,5 +131,64 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The hand-written backward of the MLP summaries against central finite
+// differences of Σ s̄⊙R.
+func TestMLPSummaryGradients(t *testing.T) {
+	cfg := smallConfig("vrf+ctx")
+	m, err := NewModel(cfg, sineLike{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rng := rand.New(rand.NewPCG(31, 0))
+	for _, p := range m.Params.List {
+		for i := range p.Data {
+			p.Data[i] = 0.5 * rng.NormFloat64()
+		}
+	}
+	s := newMLPSummary(cfg, m.Params, 1, 1)
+	T, n, H := 3, 4, cfg.InferHidden
+	xs, ys, R := make([]float64, T*n), make([]float64, T*n), make([]float64, T*H)
+	for i := range xs {
+		xs[i], ys[i] = 3*rng.NormFloat64(), rng.NormFloat64()
+	}
+	for i := range R {
+		R[i] = rng.NormFloat64()
+	}
+	sbar := make([]float64, T*H)
+	loss := func() float64 {
+		s.forward(m.Params, xs, ys, T, n, sbar)
+		var l float64
+		for i, v := range sbar {
+			l += v * R[i]
+		}
+		return l
+	}
+	loss()
+	grads := make([][]float64, len(m.Params.List))
+	s.backward(m.Params, xs, T, n, R, grads)
+	checked := 0
+	for _, idx := range append(append(append(append([]int{}, s.embedW...), s.embedB...), s.inferW...), s.inferB...) {
+		p := m.Params.List[idx]
+		for j := range p.Data {
+			x := p.Data[j]
+			const h = 1e-6
+			p.Data[j] = x + h
+			fp := loss()
+			p.Data[j] = x - h
+			fm := loss()
+			p.Data[j] = x
+			num := (fp - fm) / (2 * h)
+			if an := grads[idx][j]; math.Abs(num-an) > 1e-6*math.Max(1, math.Abs(num)) {
+				t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("nothing checked")
 	}
 }
