@@ -40,8 +40,8 @@ type staged struct {
 	seeded []*graph // step 5, with context only
 	// mlp does steps 1 and 5 without graphs when ψ is an MLP and the
 	// inference network sees support points (regression): see mlpSummary.
-	mlp *mlpSummary
-	lo     []int    // first task of each range, then T
+	mlp    *mlpSummary
+	lo     []int // first task of each range, then T
 	shares []float64
 
 	// The context LSTM, run outside gorgonia.
