@@ -121,50 +121,7 @@ func TestClassifierGradientMatchesFiniteDifferences(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			rng := rand.New(rand.NewPCG(12, 0))
-			for _, p := range m.Params.List {
-				for i := range p.Data {
-					if p.Data[i] == 0 {
-						p.Data[i] = 0.2 * rng.NormFloat64()
-					}
-				}
-			}
-			gr, err := m.graph(shape{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in := &m.bufs[0]
-			m.prepare(0, in)
-			loss := func() float64 {
-				useFloat64(gr)
-				st := m.State.clone()
-				if err := m.run(gr, &in.batch, &in.noise, &st, nil); err != nil {
-					t.Fatal(err)
-				}
-				return scalarOf(gr.r.lossV)
-			}
-			loss()
-			grads, err := gr.grads(nil, len(m.Params.List))
-			if err != nil {
-				t.Fatal(err)
-			}
-			const h = 1e-6
-			for pi, p := range m.Params.List {
-				for n := 0; n < 3 && n < p.Size(); n++ {
-					j := rng.IntN(p.Size())
-					x := p.Data[j]
-					p.Data[j] = x + h
-					fp := loss()
-					p.Data[j] = x - h
-					fm := loss()
-					p.Data[j] = x
-					num := (fp - fm) / (2 * h)
-					if an := grads[pi][j]; math.Abs(num-an) > 1e-5*math.Max(1, math.Abs(num)) {
-						t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
-					}
-				}
-			}
-			gr.grads(grads, len(m.Params.List))
+			checkModelFD(t, m, rand.New(rand.NewPCG(12, 0)))
 		})
 	}
 }

@@ -46,74 +46,80 @@ func TestModelGradientMatchesFiniteDifferences(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			// Random, non-zero values everywhere (the flow's output layer
-			// starts at zero, which would hide its paths).
-			rng := rand.New(rand.NewPCG(11, 0))
-			for _, p := range m.Params.List {
-				for i := range p.Data {
-					if p.Data[i] == 0 {
-						p.Data[i] = 0.2 * rng.NormFloat64()
-					}
-				}
-			}
-			if cfg.Context != ContextNone {
-				for k := 0; k < 2; k++ {
-					for i := range m.State.H[k] {
-						m.State.H[k][i], m.State.C[k][i] = 0.3*rng.NormFloat64(), 0.3*rng.NormFloat64()
-					}
-				}
-			}
-			gr, err := m.graph(shape{T: cfg.MetaBatch, NS: cfg.Shot, NQ: cfg.Query, train: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if gr.flow != nil {
-				gr.flow.Kernel().f64 = true
-			}
-			in := &m.bufs[0]
-			m.prepare(0, in)
-			loss := func() float64 {
-				st := m.State.clone()
-				if gr.flow != nil {
-					gr.flow.Kernel().f64 = true
-				}
-				if err := m.run(gr, &in.batch, &in.noise, &st, nil); err != nil {
-					t.Fatal(err)
-				}
-				return scalarOf(gr.r.lossV)
-			}
-			loss()
-			grads, err := gr.grads(nil, len(m.Params.List))
-			if err != nil {
-				t.Fatal(err)
-			}
-			const h = 1e-6
-			checked := 0
-			for pi, p := range m.Params.List {
-				// A few coordinates of every parameter.
-				for n := 0; n < 3 && n < p.Size(); n++ {
-					j := rng.IntN(p.Size())
-					x := p.Data[j]
-					p.Data[j] = x + h
-					fp := loss()
-					p.Data[j] = x - h
-					fm := loss()
-					p.Data[j] = x
-					num := (fp - fm) / (2 * h)
-					an := grads[pi][j]
-					if math.Abs(num-an) > 1e-5*math.Max(1, math.Abs(num)) {
-						t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
-					}
-					checked++
-				}
-			}
-			// The finite-difference runs accumulated into the gradients;
-			// leave the machine clean.
-			gr.grads(grads, len(m.Params.List))
-			if checked == 0 {
-				t.Fatal("no parameters checked")
-			}
+			checkModelFD(t, m, rand.New(rand.NewPCG(11, 0)))
 		})
+	}
+}
+
+// randomizeModel gives every zero parameter (the flow's output layer starts
+// at zero, which would hide its paths) and, with context, the carried LSTM
+// state random values.
+func randomizeModel(m *Model, rng *rand.Rand) {
+	for _, p := range m.Params.List {
+		for i := range p.Data {
+			if p.Data[i] == 0 {
+				p.Data[i] = 0.2 * rng.NormFloat64()
+			}
+		}
+	}
+	if m.Cfg.Context != ContextNone {
+		for k := 0; k < 2; k++ {
+			for i := range m.State.H[k] {
+				m.State.H[k][i], m.State.C[k][i] = 0.3*rng.NormFloat64(), 0.3*rng.NormFloat64()
+			}
+		}
+	}
+}
+
+// checkModelFD randomizes m and compares the gradient of its one-graph
+// training loss (float32 kernels switched to their float64 twins) with
+// central finite differences at a few coordinates of every parameter.
+func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
+	t.Helper()
+	randomizeModel(m, rng)
+	cfg := m.Cfg
+	gr, err := m.graph(shape{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &m.bufs[0]
+	m.prepare(0, in)
+	loss := func() float64 {
+		useFloat64(gr)
+		st := m.State.clone()
+		if err := m.run(gr, &in.batch, &in.noise, &st, nil); err != nil {
+			t.Fatal(err)
+		}
+		return scalarOf(gr.r.lossV)
+	}
+	loss()
+	grads, err := gr.grads(nil, len(m.Params.List))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const h = 1e-6
+	checked := 0
+	for pi, p := range m.Params.List {
+		for n := 0; n < 3 && n < p.Size(); n++ {
+			j := rng.IntN(p.Size())
+			x := p.Data[j]
+			p.Data[j] = x + h
+			fp := loss()
+			p.Data[j] = x - h
+			fm := loss()
+			p.Data[j] = x
+			num := (fp - fm) / (2 * h)
+			if an := grads[pi][j]; math.Abs(num-an) > 1e-5*math.Max(1, math.Abs(num)) {
+				t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
+			}
+			checked++
+		}
+	}
+	// The finite-difference runs accumulated into the gradients; leave
+	// the machine clean.
+	gr.grads(grads, len(m.Params.List))
+	if checked == 0 {
+		t.Fatal("no parameters checked")
 	}
 }
 

@@ -43,21 +43,7 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			rng := rand.New(rand.NewPCG(21, 0))
-			for _, p := range m.Params.List {
-				for i := range p.Data {
-					if p.Data[i] == 0 {
-						p.Data[i] = 0.2 * rng.NormFloat64()
-					}
-				}
-			}
-			if cfg.Context != ContextNone {
-				for k := 0; k < 2; k++ {
-					for i := range m.State.H[k] {
-						m.State.H[k][i], m.State.C[k][i] = 0.3*rng.NormFloat64(), 0.3*rng.NormFloat64()
-					}
-				}
-			}
+			randomizeModel(m, rand.New(rand.NewPCG(21, 0)))
 			sh := shape{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true}
 			one, err := m.graph(sh)
 			if err != nil {
