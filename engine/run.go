@@ -338,6 +338,7 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		done := iter + 1
 		if opts.Budget > 0 && done < cfg.Iters && trainSec() >= opts.Budget.Seconds() {
 			cfg.Iters = done // out of time: this is the last iteration
+			m.waitPrefetch() // it reads m.Cfg
 			m.Cfg.Iters = done
 		}
 		if metrics != nil && (done%cfg.LogEvery == 0 || done == cfg.Iters) {
