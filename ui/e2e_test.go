@@ -80,7 +80,7 @@ func TestEndToEnd(t *testing.T) {
 
 	scr.waitFor(`Presets`)
 	tm.Type("/")
-	tm.Type("5shot")
+	tm.Type("sine-5shot")
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // accept the filter
 	scr.waitFor(`sine-5shot`)
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // train it
