@@ -174,7 +174,7 @@ func runGraph(gr *graph, dropSeed uint64) error {
 // run executes one training step on batch b with noise nz, from and (on
 // success) advancing the carried context state, and leaves the gradient of
 // every parameter in grads (indexed like ps.List). bound is called once the
-// inputs are copied.
+// inputs are copied and the parallel part of the step is over.
 func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound func(), grads *[][]float64) (stats StepStats, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -205,9 +205,6 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 				setInput(g.ys, b.YS[lo*NS*out:hi*NS*out])
 			}
 		}
-	}
-	if bound != nil {
-		bound()
 	}
 
 	if st.dirs > 0 {
@@ -243,6 +240,14 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 	// 3: the task stages.
 	if err := st.parallel(func(r int) error { return runGraph(st.tasks[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
 		return stats, err
+	}
+	// The inputs were copied at the start, but the next step's draw starts
+	// only now: what remains of this step (the LSTM backward, the seeded
+	// summaries, the optimizer) and the start of the next one are mostly
+	// serial and leave a core idle, while during the task stages the draw
+	// would take a core from one of them.
+	if bound != nil {
+		bound()
 	}
 	if len(*grads) != len(ps.List) {
 		*grads = make([][]float64, len(ps.List))
