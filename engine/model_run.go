@@ -57,6 +57,7 @@ type Model struct {
 	// draws the tasks and noise of step i+1 (they depend only on the seed
 	// and i), taking that work off the critical path.
 	gradBuf [][]float64 // Step's gradients
+	gate    busyGate    // see busyGate
 	// cancel, when closed, stops an evaluation between batches (Run sets
 	// it to its context's Done).
 	cancel  <-chan struct{}
@@ -132,11 +133,21 @@ func (m *Model) Close() {
 
 // draw fills ε, the RFF phases b and the gradient-free part of log q0
 // for T tasks from rng.
-func (n *noise) draw(rng *rand.Rand, T, D, f int) {
+// drawChunk is how many normals the noise draw makes between calls of its
+// pause function (~40 µs of work).
+const drawChunk = 8192
+
+// draw fills the noise for T tasks from rng. pause, if not nil, is called
+// between chunks of the draw; it may block (the prefetch waits there while
+// the model's task stages have both cores). The numbers do not depend on it.
+func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 	n.eps = grow(n.eps, T*D*f)
 	n.phase = grow(n.phase, T*D)
 	n.logq0c = grow(n.logq0c, T)
 	for i := range n.eps {
+		if pause != nil && i%drawChunk == 0 {
+			pause()
+		}
 		n.eps[i] = rng.NormFloat64()
 	}
 	for i := range n.phase {
@@ -153,16 +164,49 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int) {
 }
 
 func (m *Model) drawNoise(rng *rand.Rand, T int) {
-	m.noise.draw(rng, T, m.Cfg.Bases, m.Cfg.FeatureDim())
+	m.noise.draw(rng, T, m.Cfg.Bases, m.Cfg.FeatureDim(), nil)
 }
 
 // prepare draws iteration iter's tasks and noise into in.
-func (m *Model) prepare(iter int, in *stepInput) {
+func (m *Model) prepare(iter int, in *stepInput, pause func()) {
 	c := m.Cfg
 	in.iter = iter
 	in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
 	m.Src.Sample(streamRNG(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
-	in.noise.draw(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim())
+	in.noise.draw(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim(), pause)
+}
+
+// busyGate holds the prefetch back while the model's own task stages run
+// on both cores (see staged.parallel): the draw then uses only the serial
+// parts of a step, where a core would idle, instead of slowing a stage.
+// It is per model, so concurrent models never hold up each other.
+type busyGate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	busy bool
+}
+
+func (g *busyGate) set(busy bool) {
+	g.mu.Lock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+	g.busy = busy
+	g.mu.Unlock()
+	if !busy {
+		g.cond.Broadcast()
+	}
+}
+
+func (g *busyGate) wait() {
+	g.mu.Lock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+	for g.busy {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
 }
 
 // input returns iteration iter's data, from the prefetch when it matches.
@@ -180,7 +224,7 @@ func (m *Model) input(iter int) *stepInput {
 		}
 	}
 	in := &m.bufs[0]
-	m.prepare(iter, in)
+	m.prepare(iter, in, nil)
 	return in
 }
 
@@ -198,7 +242,7 @@ func (m *Model) prefetch(iter int, cur *stepInput) {
 		// input raises it again on the model's goroutine, where Run turns
 		// it into an error.
 		defer func() { next.panic = recover() }()
-		m.prepare(iter, next)
+		m.prepare(iter, next, m.gate.wait)
 	}(m.ready)
 }
 

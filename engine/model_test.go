@@ -83,7 +83,7 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 		t.Fatal(err)
 	}
 	in := &m.bufs[0]
-	m.prepare(0, in)
+	m.prepare(0, in, nil)
 	loss := func() float64 {
 		useFloat64(gr)
 		st := m.State.clone()

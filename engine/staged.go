@@ -35,9 +35,10 @@ const taskStages = 2
 // to those of the one-graph model (TestStagedStepMatchesOneGraph).
 type staged struct {
 	cfg    Config
-	tasks  []*graph // step 3, one per range
-	sums   []*graph // step 1, with context only
-	seeded []*graph // step 5, with context only
+	tasks  []*graph  // step 3, one per range
+	sums   []*graph  // step 1, with context only
+	seeded []*graph  // step 5, with context only
+	gate   *busyGate // the model's: closed while the task stages run
 	// mlp does steps 1 and 5 without graphs when ψ is an MLP and the
 	// inference network sees support points (regression): see mlpSummary.
 	mlp    *mlpSummary
@@ -62,6 +63,7 @@ func (m *Model) staged(sh shape) (*staged, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.gate = &m.gate
 	m.stages[sh] = st
 	return st, nil
 }
@@ -130,6 +132,10 @@ func (st *staged) close() {
 func (st *staged) parallel(fn func(r int) error) error {
 	errs := make([]error, len(st.tasks))
 	var wg sync.WaitGroup
+	if st.gate != nil {
+		st.gate.set(true)
+		defer st.gate.set(false)
+	}
 	stagesRunning.Add(int32(len(st.tasks)))
 	for r := range st.tasks {
 		run := func() {
@@ -174,7 +180,7 @@ func runGraph(gr *graph, dropSeed uint64) error {
 // run executes one training step on batch b with noise nz, from and (on
 // success) advancing the carried context state, and leaves the gradient of
 // every parameter in grads (indexed like ps.List). bound is called once the
-// inputs are copied and the parallel part of the step is over.
+// inputs are copied.
 func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound func(), grads *[][]float64) (stats StepStats, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -205,6 +211,12 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 				setInput(g.ys, b.YS[lo*NS*out:hi*NS*out])
 			}
 		}
+	}
+
+	// The next step's draw may start: it runs in the serial parts of this
+	// step and waits while the task stages have both cores (gate).
+	if bound != nil {
+		bound()
 	}
 
 	if st.dirs > 0 {
@@ -240,14 +252,6 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 	// 3: the task stages.
 	if err := st.parallel(func(r int) error { return runGraph(st.tasks[r], rangeSeed(nz.dropSeed, r)) }); err != nil {
 		return stats, err
-	}
-	// The inputs were copied at the start, but the next step's draw starts
-	// only now: what remains of this step (the LSTM backward, the seeded
-	// summaries, the optimizer) and the start of the next one are mostly
-	// serial and leave a core idle, while during the task stages the draw
-	// would take a core from one of them.
-	if bound != nil {
-		bound()
 	}
 	if len(*grads) != len(ps.List) {
 		*grads = make([][]float64, len(ps.List))

@@ -67,7 +67,7 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 				}
 			}
 			in := &m.bufs[0]
-			m.prepare(3, in)
+			m.prepare(3, in, nil)
 
 			s1 := m.State.clone()
 			if err := m.run(one, &in.batch, &in.noise, &s1, nil); err != nil {
