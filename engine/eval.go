@@ -126,14 +126,16 @@ func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, 
 			}
 		}
 	}
-	res.Mean, res.CI95 = meanCI(res.PerTask)
+	res.Mean, res.CI95 = MeanCI(res.PerTask)
 	if math.IsNaN(res.Mean) {
 		return res, fmt.Errorf("engine: evaluation produced NaN: %w", ErrNonFinite)
 	}
 	return res, nil
 }
 
-func meanCI(x []float64) (mean, ci float64) {
+// MeanCI is the mean of x and its 95% interval half-width 1.96·sd/√n (sample
+// standard deviation): the paper's way of reporting an evaluation.
+func MeanCI(x []float64) (mean, ci float64) {
 	n := float64(len(x))
 	for _, v := range x {
 		mean += v

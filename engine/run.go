@@ -227,7 +227,7 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 			if err := prepareRunDir(opts.Dir); err != nil {
 				return res, err
 			}
-			if err := writeJSONAtomic(filepath.Join(opts.Dir, FileConfig), RunConfig{Preset: opts.Preset, Source: src.Name(), Config: cfg}); err != nil {
+			if err := WriteJSONAtomic(filepath.Join(opts.Dir, FileConfig), RunConfig{Preset: opts.Preset, Source: src.Name(), Config: cfg}); err != nil {
 				return res, err
 			}
 		}
@@ -437,7 +437,7 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 			Params:     m.Params.Count(),
 			Final:      MetricsRow{Iter: cfg.Iters, Loss: last.Loss, Data: last.Data, KL: last.KL, ELBO: -last.Loss, Lambda: last.Lambda, LR: cfg.LR, GradNorm: last.GradNorm},
 			GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), Finished: time.Now().UTC(), Config: cfg}
-		if err := writeJSONAtomic(filepath.Join(opts.Dir, FileSummary), sum); err != nil {
+		if err := WriteJSONAtomic(filepath.Join(opts.Dir, FileSummary), sum); err != nil {
 			return res, err
 		}
 	}
@@ -482,9 +482,10 @@ func prepareRunDir(dir string) error {
 	return nil
 }
 
-// writeJSONAtomic writes v as indented JSON through a temporary file and a
-// rename, so readers never see a half-written file.
-func writeJSONAtomic(path string, v any) error {
+// WriteJSONAtomic writes v as indented JSON through a temporary file (synced)
+// and a rename, so readers never see a half-written file and a crash keeps
+// the previous one.
+func WriteJSONAtomic(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err

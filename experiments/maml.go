@@ -324,29 +324,11 @@ func (m *MAMLModel) evaluateOn(src engine.TaskSource, tasks, query int, seed uin
 		}
 		res.PerTask[i] = se / float64(query*out)
 	})
-	res.Mean, res.CI95 = mamlMeanCI(res.PerTask)
+	res.Mean, res.CI95 = engine.MeanCI(res.PerTask)
 	if math.IsNaN(res.Mean) || math.IsInf(res.Mean, 0) {
 		return res, fmt.Errorf("experiments: MAML evaluation produced %g: %w", res.Mean, engine.ErrNonFinite)
 	}
 	return res, nil
-}
-
-// mamlMeanCI is the mean and its 95% interval half-width 1.96·sd/√n, with the
-// sample standard deviation, as engine's evaluation computes it.
-func mamlMeanCI(x []float64) (mean, ci float64) {
-	n := float64(len(x))
-	for _, v := range x {
-		mean += v
-	}
-	mean /= n
-	if len(x) < 2 {
-		return mean, 0
-	}
-	var ss float64
-	for _, v := range x {
-		ss += (v - mean) * (v - mean)
-	}
-	return mean, 1.96 * math.Sqrt(ss/(n-1)) / math.Sqrt(n)
 }
 
 // Predict adapts the initialization by steps SGD steps (rate InnerLR) on

@@ -57,7 +57,7 @@ func (m *MAMLModel) Save(dir string) error {
 	if m.window.N > 0 {
 		f.Window = &m.window
 	}
-	return mamlWriteJSON(filepath.Join(dir, FileMAML), f)
+	return engine.WriteJSONAtomic(filepath.Join(dir, FileMAML), f)
 }
 
 // LoadMAML reads a model saved by Save from dir. Train on it continues
@@ -193,34 +193,5 @@ func RunMAML(ctx context.Context, cfg MAMLConfig, dir string, progress func(iter
 	if err != nil {
 		return s, err
 	}
-	return s, mamlWriteJSON(filepath.Join(dir, engine.FileSummary), s)
-}
-
-// mamlWriteJSON writes v as indented JSON to a temporary file in path's
-// directory, syncs it and renames it over path.
-func mamlWriteJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("experiments: writing %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("experiments: writing %s: %w", path, err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(append(data, '\n'))
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("experiments: writing %s: %w", path, werr)
-	}
-	return nil
+	return s, engine.WriteJSONAtomic(filepath.Join(dir, engine.FileSummary), s)
 }
