@@ -138,7 +138,9 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	}
 
 	var cfg engine.Config
-	var presetName, dir, family string
+	// start is the first progress line, printed once the task data has
+	// loaded: a missing data folder should not be preceded by "training…".
+	var presetName, dir, family, start string
 	if *resume != "" {
 		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks"} {
 			if set[n] {
@@ -156,9 +158,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 			}
 			cfg.Iters = *iters
 		}
-		if !*quiet {
-			fmt.Fprintf(stdout, "resuming %s at iteration %d of %d\n", dir, ck.Iter, cfg.Iters)
-		}
+		start = fmt.Sprintf("resuming %s at iteration %d of %d", dir, ck.Iter, cfg.Iters)
 	} else {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
@@ -198,9 +198,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if dir == "" {
 			dir = session.NewRunDir(session.RunsRoot(), p.Name, cfg.Variant(), cfg.Seed, time.Now())
 		}
-		if !*quiet {
-			fmt.Fprintf(stdout, "training %s, variant %s, seed %d, %d iterations → %s\n", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
-		}
+		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
 	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -212,6 +210,9 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	srcs, err := presets.NewSources(family, cfg, *data)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if !*quiet {
+		fmt.Fprintln(stdout, start)
 	}
 	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Val: srcs.Val, Test: srcs.Test,
 		Budget: time.Duration(*minutes * float64(time.Minute))}
