@@ -33,7 +33,7 @@ Usage:
   mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
               [--eval-tasks N] [--val-every N] [--val-tasks N] [--data DIR]
   mkbench run --resume DIR [--iters N] [--data DIR]
-  mkbench eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--data DIR] [--json]
+  mkbench eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--query Q] [--data DIR] [--json]
   mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
               [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--run DIR] [--out DIR]
                                 NAME: ablation, versatility, efficiency, shots
@@ -305,6 +305,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
 	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
 	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
+	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
@@ -317,7 +318,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range []string{"eval-tasks", "way", "shot"} {
+	for _, n := range []string{"eval-tasks", "way", "shot", "query"} {
 		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
 			return fail(stderr, fmt.Errorf("eval: --%s must be positive, got %s", n, fs.Lookup(n).Value))
 		}
@@ -341,6 +342,11 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	if set["shot"] {
 		c.Shot = *shot
+	}
+	if set["query"] {
+		// The training source is built too (the model is rebuilt on it),
+		// so its queries follow.
+		c.EvalQuery, c.Query = *query, *query
 	}
 	srcs, err := presets.NewSources(ck.Source, *c, *data)
 	if err != nil {
@@ -370,7 +376,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter)
 	var sum engine.Summary
-	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && !set["way"] && !set["shot"] && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && !set["way"] && !set["shot"] && !set["query"] && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {
 			fmt.Fprintln(stdout, "matches summary.json")
 		} else {

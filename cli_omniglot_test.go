@@ -45,9 +45,9 @@ func TestOmniglotRunAndEval(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "matches summary.json") {
 		t.Fatalf("eval: exit %d\n%s%s", code, so, se)
 	}
-	so, se, code = mkbench(t, "eval", "--run", dir, "--data", data, "--way", "10", "--shot", "2", "--eval-tasks", "6")
+	so, se, code = mkbench(t, "eval", "--run", dir, "--data", data, "--way", "10", "--shot", "10", "--query", "10", "--eval-tasks", "6")
 	if code != 0 || !strings.Contains(so, "accuracy") {
-		t.Fatalf("eval at 10-way 2-shot: exit %d\n%s%s", code, so, se)
+		t.Fatalf("eval at 10-way 10-shot, 10 queries: exit %d\n%s%s", code, so, se)
 	}
 }
 
@@ -65,6 +65,7 @@ func TestOmniglotBadInput(t *testing.T) {
 		{[]string{"run", "--preset", "sine-5shot", "--minutes", "-1"}, "--minutes must be positive"},
 		{[]string{"eval", "--run", sine, "--way", "5"}, "classification runs only"},
 		{[]string{"eval", "--run", sine, "--shot", "0"}, "--shot must be positive"},
+		{[]string{"eval", "--run", sine, "--query", "-1"}, "--query must be positive"},
 	} {
 		_, se, code := mkbench(t, tc.args...)
 		if code == 0 || !strings.Contains(se, tc.want) || strings.Count(strings.TrimSpace(se), "\n") > 0 {
