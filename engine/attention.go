@@ -231,8 +231,9 @@ func attInputs(vals []gorgonia.Value) (q, k []float64, d attDims, err error) {
 }
 
 type attOp struct {
-	id uint64
-	st *attState
+	id  uint64
+	st  *attState
+	out []float64 // backing of the output (ownedTensor)
 }
 
 func (op *attOp) Arity() int { return 2 }
@@ -262,7 +263,7 @@ func (op *attOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, data := miscNewDense(tensor.Shape{d.T, d.m, d.f})
+	out, data := ownedTensor(&op.out, tensor.Shape{d.T, d.m, d.f})
 	op.forward(data, q, k, d)
 	return out, nil
 }
@@ -324,6 +325,7 @@ type attGradOp struct {
 	wrt int
 	st  *attState
 	sh  *attGradShared
+	out []float64 // backing of the output (ownedTensor)
 }
 
 func (op *attGradOp) Arity() int { return 4 }
@@ -379,7 +381,7 @@ func (op *attGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 		}
 		out = p
 	} else {
-		out, data = miscNewDense(shape)
+		out, data = ownedTensor(&op.out, shape)
 	}
 
 	st, sh := op.st, op.sh

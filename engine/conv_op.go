@@ -172,8 +172,8 @@ func (op *ConvOp) Do(in ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("conv: got %d inputs, want %d", len(in), op.Arity())
 	}
 	shape := tensor.Shape{in[0].Shape()[0], op.kern.spec.OutDim()}
-	op.buf = flowGrow(op.buf, shape.TotalSize())
-	return op.UsePreallocDo(flowTensor(op.buf, shape), in...)
+	out, _ := ownedTensor(&op.buf, shape)
+	return op.UsePreallocDo(out, in...)
 }
 
 // convInputs returns the data of x, the weights and the biases.
@@ -325,8 +325,8 @@ func (g *convGradOp) Do(in ...G.Value) (G.Value, error) {
 		return nil, fmt.Errorf("conv: gradient got %d inputs, want %d", len(in), g.Arity())
 	}
 	shape := in[g.which].Shape()
-	g.buf = flowGrow(g.buf, shape.TotalSize())
-	return g.UsePreallocDo(flowTensor(g.buf, shape), in...)
+	out, _ := ownedTensor(&g.buf, shape)
+	return g.UsePreallocDo(out, in...)
 }
 func (g *convGradOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error) {
 	if len(in) != g.Arity() {

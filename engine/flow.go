@@ -1124,8 +1124,8 @@ func (op *FlowOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, fmt.Errorf("flow: omega0 shape %v, want (T, D, Dim)", s)
 	}
 	shape := tensor.Shape{s[0], s[1], s[2] + 1}
-	op.buf = flowGrow(op.buf, shape.TotalSize())
-	return op.UsePreallocDo(flowTensor(op.buf, shape), in...)
+	out, _ := ownedTensor(&op.buf, shape)
+	return op.UsePreallocDo(out, in...)
 }
 
 // UsePreallocDo implements gorgonia.UsePreallocDoer. A prealloc of the wrong
@@ -1159,22 +1159,6 @@ func (op *FlowOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (
 		return nil, err
 	}
 	return out, nil
-}
-
-func flowGrow(b []float64, n int) []float64 {
-	if cap(b) < n {
-		return make([]float64, n)
-	}
-	return b[:n]
-}
-
-// flowTensor wraps op-owned storage in a fresh header. The tape machine drops
-// its registers on Reset and would otherwise allocate every output anew each
-// step; the storage itself is never handed to gorgonia's pools (which
-// recycle headers, not backings), and the value of one run is dead by the
-// next, so reusing it is safe.
-func flowTensor(buf []float64, shape tensor.Shape) *tensor.Dense {
-	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(buf))
 }
 
 // flowData returns the float64 data of v in row-major order.
@@ -1289,8 +1273,8 @@ func (g *flowGradOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, fmt.Errorf("flow: gradient got %d inputs, want 5", len(in))
 	}
 	shape := in[0].Shape()
-	g.buf = flowGrow(g.buf, shape.TotalSize())
-	return g.UsePreallocDo(flowTensor(g.buf, shape), in...)
+	out, _ := ownedTensor(&g.buf, shape)
+	return g.UsePreallocDo(out, in...)
 }
 func (g *flowGradOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	if len(in) != 5 {
@@ -1360,8 +1344,8 @@ func (p *flowPartOp) Do(in ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, fmt.Errorf("flow: gradient part got %d inputs, want 2", len(in))
 	}
 	shape := p.shape(in[0].Shape())
-	p.buf = flowGrow(p.buf, shape.TotalSize())
-	return p.UsePreallocDo(flowTensor(p.buf, shape), in...)
+	out, _ := ownedTensor(&p.buf, shape)
+	return p.UsePreallocDo(out, in...)
 }
 func (p *flowPartOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (gorgonia.Value, error) {
 	if len(in) != 2 {

@@ -29,7 +29,8 @@ type kernelOp struct {
 	fwd     func(in [][]float64, sh []tensor.Shape, out []float64)
 	bwd     func(in [][]float64, sh []tensor.Shape, out, gout []float64, grads [][]float64)
 
-	gen   uint64 // forward runs so far; the gradient cache is valid for one
+	out   []float64 // backing of the output Do hands out (see ownedTensor)
+	gen   uint64    // forward runs so far; the gradient cache is valid for one
 	cache struct {
 		gen   uint64
 		grads [][]float64
@@ -66,6 +67,19 @@ func (op *kernelOp) apply(in ...*G.Node) (*G.Node, error) {
 		return nil, fmt.Errorf("engine: %s: %w", op.name, err)
 	}
 	return G.ApplyOp(op, in...)
+}
+
+// ownedTensor wraps op-owned storage, grown to shape, in a fresh header.
+// The tape machine drops its registers on Reset, so every op's Do runs each
+// step and would otherwise allocate its output anew (megabytes per step, most
+// of it large objects that are zeroed and later collected). Reuse is safe:
+// gorgonia treats a value as dead after its last reader in a run, writes to
+// it in place only then, and recycles headers, never backings. The price is
+// that a caller who keeps a node's value across runs sees it overwritten, so
+// values read out of a run are copied before the next one.
+func ownedTensor(buf *[]float64, shape tensor.Shape) (*tensor.Dense, []float64) {
+	*buf = grow(*buf, shape.TotalSize())
+	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(*buf)), *buf
 }
 
 func tensorType(dims int) hm.Type {
@@ -124,8 +138,9 @@ func (op *kernelOp) Do(vs ...G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := tensor.New(tensor.WithShape(os.Clone()...), tensor.Of(tensor.Float64))
-	op.fwd(in, sh, out.Data().([]float64))
+	out, data := ownedTensor(&op.out, os)
+	clear(data)
+	op.fwd(in, sh, data)
 	op.gen++
 	return out, nil
 }
@@ -235,7 +250,9 @@ func (op *kernelGradOp) Do(vs ...G.Value) (G.Value, error) {
 	if sh[op.which].IsScalar() {
 		return G.NewF64(g[op.which][0]), nil
 	}
-	return tensor.New(tensor.WithShape(sh[op.which].Clone()...), tensor.WithBacking(append([]float64(nil), g[op.which]...))), nil
+	// g[which] is handed out as is: only this node exposes it, and it is
+	// rewritten whole by the next forward run's first gradient request.
+	return tensor.New(tensor.WithShape(sh[op.which].Clone()...), tensor.WithBacking(g[op.which])), nil
 }
 
 // UsePreallocDo is Do into the machine's buffer for this node.

@@ -217,15 +217,17 @@ func krrF64(v gorgonia.Value, shape tensor.Shape, what string) ([]float64, error
 }
 
 // krrOut returns prealloc's backing data when it is a dense float64 tensor of
-// the wanted shape, or allocates a fresh one. gorgonia may hand an op a stale
-// value from a reused register, so prealloc is never trusted blindly.
-func krrOut(prealloc gorgonia.Value, shape tensor.Shape) (*tensor.Dense, []float64) {
+// the wanted shape, or else a zeroed op-owned one (ownedTensor). gorgonia may
+// hand an op a stale value from a reused register, so prealloc is never
+// trusted blindly.
+func krrOut(prealloc gorgonia.Value, shape tensor.Shape, buf *[]float64) (*tensor.Dense, []float64) {
 	if d, ok := prealloc.(*tensor.Dense); ok && d.Dtype() == tensor.Float64 &&
 		d.Shape().Eq(shape) && !d.IsMaterializable() && len(d.Float64s()) >= shape.TotalSize() {
 		return d, d.Float64s()[:shape.TotalSize()]
 	}
-	d := tensor.New(tensor.WithShape(shape.Clone()...), tensor.Of(tensor.Float64))
-	return d, d.Float64s()
+	d, data := ownedTensor(buf, shape)
+	clear(data)
+	return d, data
 }
 
 // krrLambdaValue extracts λ from a scalar or 1-element float64 value.
@@ -327,7 +329,8 @@ func (b *krrBase) OverwritesInput() int { return -1 }
 // krrOp is the forward KRR solve (k, y, λ) → X.
 type krrOp struct {
 	*krrBase
-	id uint64
+	id  uint64
+	out []float64 // backing of the output when prealloc is unusable
 }
 
 var (
@@ -366,7 +369,7 @@ func (op *krrOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value
 	if err != nil {
 		return nil, err
 	}
-	out, x := krrOut(prealloc, op.yShape)
+	out, x := krrOut(prealloc, op.yShape, &op.out)
 	if err := op.st.factor(k, lambda, op.kShape[0], op.kShape[1], y, x, op.yShape[2]); err != nil {
 		return nil, err
 	}
@@ -399,7 +402,8 @@ func (op *krrOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 // krrGradYOp computes dY = (K+λI)⁻¹ G from (k, λ, X, G).
 type krrGradYOp struct {
 	*krrBase
-	id uint64
+	id  uint64
+	out []float64 // backing of the output when prealloc is unusable
 }
 
 var _ gorgonia.UsePreallocDoer = (*krrGradYOp)(nil)
@@ -444,7 +448,7 @@ func (op *krrGradYOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 			return nil, err
 		}
 	}
-	out, dy := krrOut(prealloc, op.yShape)
+	out, dy := krrOut(prealloc, op.yShape, &op.out)
 	st.gradY(g, dy, op.yShape[2])
 	return out, nil
 }
@@ -452,7 +456,8 @@ func (op *krrGradYOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 // krrGradKOp computes dK from (dY, X).
 type krrGradKOp struct {
 	*krrBase
-	id uint64
+	id  uint64
+	out []float64 // backing of the output when prealloc is unusable
 }
 
 var _ gorgonia.UsePreallocDoer = (*krrGradKOp)(nil)
@@ -484,7 +489,7 @@ func (op *krrGradKOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 	if err != nil {
 		return nil, err
 	}
-	out, dk := krrOut(prealloc, op.kShape)
+	out, dk := krrOut(prealloc, op.kShape, &op.out)
 	krrGradK(dy, x, dk, op.kShape[0], op.kShape[1], op.yShape[2])
 	return out, nil
 }
@@ -493,7 +498,8 @@ func (op *krrGradKOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 // so that gorgonia can accumulate it into λ's gradient.
 type krrGradLambdaOp struct {
 	*krrBase
-	id uint64
+	id  uint64
+	out []float64 // backing of the output when prealloc is unusable
 }
 
 var _ gorgonia.UsePreallocDoer = (*krrGradLambdaOp)(nil)
@@ -534,7 +540,7 @@ func (op *krrGradLambdaOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorg
 		}
 		return gorgonia.NewF64(v), nil
 	}
-	out, data := krrOut(prealloc, op.lShape)
+	out, data := krrOut(prealloc, op.lShape, &op.out)
 	data[0] = v
 	return out, nil
 }

@@ -227,8 +227,9 @@ func (r *rbfBase) inputs(name string, vs []gorgonia.Value) (a, b, bw []float64, 
 // rbfOp is the forward RBF kernel (a, b, bw) → K.
 type rbfOp struct {
 	*rbfBase
-	id uint64
-	sq []float64 // squared row norms, reused across runs
+	id  uint64
+	sq  []float64 // squared row norms, reused across runs
+	out []float64 // backing of the output when prealloc is unusable
 }
 
 var (
@@ -263,7 +264,7 @@ func (op *rbfOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value
 	if len(op.sq) < T*(n+m) {
 		op.sq = make([]float64, T*(n+m))
 	}
-	out, k := krrOut(prealloc, op.kShape)
+	out, k := krrOut(prealloc, op.kShape, &op.out)
 	rbfForward(a, b, bw, T, n, m, f, same, k, op.sq)
 	return out, nil
 }
@@ -323,6 +324,7 @@ type rbfGradOp struct {
 	id      uint64
 	wrtB    bool
 	p, sums []float64 // scratch reused across runs
+	out     []float64 // backing of the output when prealloc is unusable
 }
 
 var _ gorgonia.UsePreallocDoer = (*rbfGradOp)(nil)
@@ -378,7 +380,7 @@ func (op *rbfGradOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.V
 	if len(op.sums) < T*max(n, m) {
 		op.sums = make([]float64, T*max(n, m))
 	}
-	out, d := krrOut(prealloc, op.outShape())
+	out, d := krrOut(prealloc, op.outShape(), &op.out)
 	rbfBackward(a, b, bw, k, g, T, n, m, f, op.wrtB, d, op.p, op.sums)
 	return out, nil
 }

@@ -215,8 +215,9 @@ func rffInputs(vals []gorgonia.Value) (x, omega, b []float64, d rffDims, err err
 }
 
 type rffOp struct {
-	id uint64
-	st *rffState
+	id  uint64
+	st  *rffState
+	out []float64 // backing of the output (ownedTensor)
 }
 
 func (op *rffOp) Arity() int { return 3 }
@@ -248,7 +249,7 @@ func (op *rffOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, z := miscNewDense(tensor.Shape{d.T, d.n, d.D})
+	out, z := ownedTensor(&op.out, tensor.Shape{d.T, d.n, d.D})
 	op.forward(z, x, omega, b, d)
 	return out, nil
 }
@@ -310,6 +311,7 @@ type rffGradOp struct {
 	st      *rffState
 	scratch []float64
 	sin     []float64 // used only when the forward cache is unusable
+	out     []float64 // backing of the output (ownedTensor)
 }
 
 func (op *rffGradOp) Arity() int { return 5 }
@@ -376,7 +378,7 @@ func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 		}
 		out = p
 	} else {
-		out, data = miscNewDense(shape)
+		out, data = ownedTensor(&op.out, shape)
 	}
 	op.scratch = grow(op.scratch, d.T*d.n*d.D)
 	if op.wrt == 0 {

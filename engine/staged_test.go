@@ -27,14 +27,7 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 			if mut != nil {
 				v = "vrf+ctx"
 			}
-			cfg := smallConfig(v)
-			var src TaskSource = sineLike{}
-			if classify {
-				// Without dropout: the stages' nets draw their own masks.
-				cfg = classConfig(v, 1)
-				src = blobs{way: 3, side: 7}
-			}
-			cfg.MetaBatch = 5
+			cfg, src := stepCase(v, classify)
 			if mut != nil {
 				mut(&cfg)
 			}
@@ -44,15 +37,7 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 			}
 			defer m.Close()
 			randomizeModel(m, rand.New(rand.NewPCG(21, 0)))
-			sh := shape{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true}
-			one, err := m.graph(sh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := m.staged(sh)
-			if err != nil {
-				t.Fatal(err)
-			}
+			one, st := trainGraphs(t, m)
 			if want := cfg.Context != ContextNone && !classify; (st.mlp != nil) != want {
 				t.Fatalf("direct MLP summaries: %v, want %v", st.mlp != nil, want)
 			}
@@ -120,6 +105,35 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 	}
 }
 
+// stepCase is a five-task meta-batch of the variant, sine-like or 3-way
+// classification (without dropout: the stages' nets draw their own masks).
+func stepCase(variant string, classify bool) (Config, TaskSource) {
+	cfg := smallConfig(variant)
+	var src TaskSource = sineLike{}
+	if classify {
+		cfg = classConfig(variant, 1)
+		src = blobs{way: 3, side: 7}
+	}
+	cfg.MetaBatch = 5
+	return cfg, src
+}
+
+// trainGraphs builds m's training step both as one graph and staged.
+func trainGraphs(t *testing.T, m *Model) (*graph, *staged) {
+	t.Helper()
+	c := m.Cfg
+	sh := shape{T: c.MetaBatch, NS: c.SupportPoints(), NQ: c.QueryPoints(), train: true}
+	one, err := m.graph(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.staged(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return one, st
+}
+
 // The hand-written backward of the MLP summaries against central finite
 // differences of Σ s̄⊙R.
 func TestMLPSummaryGradients(t *testing.T) {
@@ -176,5 +190,87 @@ func TestMLPSummaryGradients(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("nothing checked")
+	}
+}
+
+// Ops hand out op-owned output storage that the next run overwrites
+// (ownedTensor). A run on batch B must give bit for bit what a fresh model
+// gives on B, whatever ran before it, in both the one-graph and the staged
+// form: a kernel that relied on freshly zeroed output, or a stale cache,
+// would differ here.
+func TestRunsDoNotReadStaleOutputs(t *testing.T) {
+	for _, classify := range []bool{false, true} {
+		for _, v := range Variants {
+			name := v
+			if classify {
+				name = "classify/" + v
+			}
+			t.Run(name, func(t *testing.T) {
+				cfg, src := stepCase(v, classify)
+				type result struct {
+					stats StepStats
+					grads [][]float64
+					loss  float64
+					one   [][]float64
+				}
+				runB := func(m *Model, warm bool) result {
+					one, st := trainGraphs(t, m)
+					a, b := &m.bufs[0], &m.bufs[1]
+					m.prepare(1, a, nil)
+					m.prepare(3, b, nil)
+					if warm {
+						s := m.State.clone()
+						var g [][]float64
+						if _, err := st.run(m.Params, &a.batch, &a.noise, &s, nil, &g); err != nil {
+							t.Fatal(err)
+						}
+						s = m.State.clone()
+						if err := m.run(one, &a.batch, &a.noise, &s, nil); err != nil {
+							t.Fatal(err)
+						}
+						if _, err := one.grads(nil, len(m.Params.List)); err != nil { // zeroes the accumulators
+							t.Fatal(err)
+						}
+					}
+					var r result
+					s := m.State.clone()
+					if err := m.run(one, &b.batch, &b.noise, &s, nil); err != nil {
+						t.Fatal(err)
+					}
+					r.loss = scalarOf(one.r.lossV)
+					var err error
+					if r.one, err = one.grads(nil, len(m.Params.List)); err != nil {
+						t.Fatal(err)
+					}
+					s = m.State.clone()
+					if r.stats, err = st.run(m.Params, &b.batch, &b.noise, &s, nil, &r.grads); err != nil {
+						t.Fatal(err)
+					}
+					return r
+				}
+				models := make([]*Model, 2)
+				for i := range models {
+					m, err := NewModel(cfg, src)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer m.Close()
+					randomizeModel(m, rand.New(rand.NewPCG(21, 0)))
+					models[i] = m
+				}
+				want, got := runB(models[0], false), runB(models[1], true)
+				if got.loss != want.loss || got.stats != want.stats {
+					t.Fatalf("after another run: loss %v, stats %+v; fresh: %v, %+v", got.loss, got.stats, want.loss, want.stats)
+				}
+				for i, p := range models[0].Params.List {
+					for j := range want.grads[i] {
+						if got.grads[i][j] != want.grads[i][j] || got.one[i][j] != want.one[i][j] {
+							t.Fatalf("%s[%d]: gradient after another run %v (one graph %v), fresh %v (%v)",
+								p.Name, j, got.grads[i][j], got.one[i][j], want.grads[i][j], want.one[i][j])
+						}
+					}
+				}
+			})
+		}
 	}
 }
