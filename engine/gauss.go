@@ -124,6 +124,19 @@ func FlowLogDetMean(out *G.Node) (*G.Node, error) {
 // point i of every task: the closed form used when q has no flow.
 // mq, lq: (T,d); mp, lp: (T,m,d) → (T,m).
 func GaussKL(mq, lq, mp, lp *G.Node) (*G.Node, error) {
+	// The exponentials dominate: e^lvq is one per task and dimension, and
+	// e^-lvp is kept from the forward run for the backward, which the
+	// kernelOp always runs after a forward on the same inputs.
+	var vq, ip []float64
+	exps := func(lq, lp []float64) {
+		vq, ip = grow(vq, len(lq)), grow(ip, len(lp))
+		for i, v := range lq {
+			vq[i] = math.Exp(v)
+		}
+		for i, v := range lp {
+			ip[i] = math.Exp(-v)
+		}
+	}
 	return newKernelOp(kernelOp{
 		name: "gausskl", inDims: []int{2, 2, 3, 3}, outDims: 2, diff: []bool{true, true, true, true},
 		shape: func(s []tensor.Shape) (tensor.Shape, error) {
@@ -135,33 +148,42 @@ func GaussKL(mq, lq, mp, lp *G.Node) (*G.Node, error) {
 		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
 			mq, lq, mp, lp := in[0], in[1], in[2], in[3]
 			T, m, d := s[2][0], s[2][1], s[2][2]
+			exps(lq, lp)
 			for t := 0; t < T; t++ {
+				mqt, lqt, vqt := mq[t*d:(t+1)*d], lq[t*d:(t+1)*d], vq[t*d:(t+1)*d]
 				for i := 0; i < m; i++ {
+					p := (t*m + i) * d
+					mpi, lpi, ipi := mp[p:p+d], lp[p:p+d], ip[p:p+d]
 					var kl float64
-					for k := 0; k < d; k++ {
-						q, p := t*d+k, (t*m+i)*d+k
-						dm := mq[q] - mp[p]
-						kl += lp[p] - lq[q] + (math.Exp(lq[q])+dm*dm)*math.Exp(-lp[p]) - 1
+					for k := range mpi {
+						dm := mqt[k] - mpi[k]
+						kl += lpi[k] - lqt[k] + (vqt[k]+dm*dm)*ipi[k] - 1
 					}
 					out[t*m+i] = 0.5 * kl
 				}
 			}
 		},
 		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
-			mq, lq, mp, lp := in[0], in[1], in[2], in[3]
+			mq, mp := in[0], in[2]
 			T, m, d := s[2][0], s[2][1], s[2][2]
+			if len(vq) != len(in[1]) || len(ip) != len(in[3]) {
+				exps(in[1], in[3])
+			}
 			for t := 0; t < T; t++ {
+				mqt, vqt := mq[t*d:(t+1)*d], vq[t*d:(t+1)*d]
+				g0, g1 := gr[0][t*d:(t+1)*d], gr[1][t*d:(t+1)*d]
 				for i := 0; i < m; i++ {
 					gi := g[t*m+i]
-					for k := 0; k < d; k++ {
-						q, p := t*d+k, (t*m+i)*d+k
-						dm := mq[q] - mp[p]
-						ip := math.Exp(-lp[p])
-						vq := math.Exp(lq[q])
-						gr[0][q] += gi * dm * ip
-						gr[1][q] += gi * 0.5 * (vq*ip - 1)
-						gr[2][p] = -gi * dm * ip
-						gr[3][p] = gi * 0.5 * (1 - (vq+dm*dm)*ip)
+					p := (t*m + i) * d
+					mpi, ipi := mp[p:p+d], ip[p:p+d]
+					g2, g3 := gr[2][p:p+d], gr[3][p:p+d]
+					for k := range mpi {
+						dm := mqt[k] - mpi[k]
+						a := gi * dm * ipi[k]
+						g0[k] += a
+						g1[k] += gi * 0.5 * (vqt[k]*ipi[k] - 1)
+						g2[k] = -a
+						g3[k] = gi * 0.5 * (1 - (vqt[k]+dm*dm)*ipi[k])
 					}
 				}
 			}
