@@ -134,7 +134,6 @@ func (st *staged) parallel(fn func(r int) error) error {
 	var wg sync.WaitGroup
 	if st.gate != nil {
 		st.gate.set(true)
-		defer st.gate.set(false)
 	}
 	stagesRunning.Add(int32(len(st.tasks)))
 	for r := range st.tasks {
@@ -144,6 +143,11 @@ func (st *staged) parallel(fn func(r int) error) error {
 					errs[r] = fmt.Errorf("engine: model run panicked: %v", p)
 				}
 			}()
+			if st.gate != nil {
+				// The first range to finish frees a core: the draw may
+				// use it while the other range completes.
+				defer st.gate.set(false)
+			}
 			errs[r] = fn(r)
 		}
 		if r == len(st.tasks)-1 {
