@@ -336,7 +336,7 @@ func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
 	c := b.cfg
 	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, c.Way}))
 	f3 := must(G.Reshape(Fs2, tensor.Shape{b.T, b.NS, c.FeatureDim()}))
-	return must(G.HadamardProd(must(G.BatchedMatMul(y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
+	return must(G.HadamardProd(must(BatchedMatMul(y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
 }
 
 // front computes ψ(x) for all rows of b.x (support rows of every task,
@@ -441,12 +441,12 @@ func (b *builder) back(Fs2, Fq2, h *G.Node, outDim int, weight float64) error {
 		b.phase = b.input("phase", T, D)
 		Zs := must(RFFFeatures(Fs, omega, b.phase))
 		Zq := must(RFFFeatures(Fq, omega, b.phase))
-		K = must(G.BatchedMatMul(Zs, Zs, false, true))
-		Kq = must(G.BatchedMatMul(Zq, Zs, false, true))
+		K = must(BatchedMatMul(Zs, Zs, false, true))
+		Kq = must(BatchedMatMul(Zq, Zs, false, true))
 	}
 	b.lambda = must(G.Exp(b.p("loglambda")))
 	alpha := must(KRRSolve(K, must(G.Reshape(b.ys, tensor.Shape{T, NS, outDim})), b.lambda))
-	b.pred = must(G.BatchedMatMul(Kq, alpha))
+	b.pred = must(BatchedMatMul(Kq, alpha, false, false))
 	if cfg.Classify() {
 		b.pred = must(ClassLogits(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.p("gamma"), b.p("beta")))
 	}
