@@ -47,10 +47,10 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 					sd[k] = math.Exp(0.5 * lv[t*d+k])
 				}
 				for j := 0; j < D; j++ {
-					o := out[(t*D+j)*d : (t*D+j+1)*d]
-					e := eps[(t*D+j)*ld : (t*D+j)*ld+d]
-					for k := range o {
-						o[k] = m[k] + sd[k]*e[k]
+					o, e := out[(t*D+j)*d:(t*D+j+1)*d], eps[(t*D+j)*ld:(t*D+j)*ld+d]
+					o, e, sd := o[:len(m)], e[:len(m)], sd[:len(m)] // no bounds checks in the loop
+					for k, mk := range m {
+						o[k] = mk + sd[k]*e[k]
 					}
 				}
 			}
@@ -63,9 +63,10 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 				gm, gl := gr[0][t*d:(t+1)*d], gr[1][t*d:(t+1)*d]
 				for j := 0; j < D; j++ {
 					gj, ej := g[(t*D+j)*d:(t*D+j+1)*d], eps[(t*D+j)*ld:(t*D+j)*ld+d]
-					for k := range gm {
-						gm[k] += gj[k]
-						gl[k] += gj[k] * ej[k]
+					gj, ej, gl := gj[:len(gm)], ej[:len(gm)], gl[:len(gm)] // no bounds checks below
+					for k, gk := range gj {
+						gm[k] += gk
+						gl[k] += gk * ej[k]
 					}
 				}
 				for k := range gl {
@@ -78,9 +79,10 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 					sd[k] = math.Exp(0.5 * lv[t*d+k])
 				}
 				for j := 0; j < D; j++ {
-					ge := gr[2][(t*D+j)*ld : (t*D+j)*ld+d]
-					for k, gk := range g[(t*D+j)*d : (t*D+j+1)*d] {
-						ge[k] = gk * sd[k]
+					ge, gj := gr[2][(t*D+j)*ld:(t*D+j)*ld+d], g[(t*D+j)*d:(t*D+j+1)*d]
+					ge, gj = ge[:len(sd)], gj[:len(sd)]
+					for k, sk := range sd {
+						ge[k] = gj[k] * sk
 					}
 				}
 			}
