@@ -27,8 +27,11 @@ func adamGo(p, g, m, v []float64, scale, step, b1, b2, eps float64) {
 	c1, c2 := 1-b1, 1-b2
 	for j := range p {
 		gj := g[j] * scale
-		m[j] = b1*m[j] + c1*gj
-		v[j] = b2*v[j] + c2*gj*gj
+		// float64(…) rounds each product before the sum, so that no
+		// compiler fuses a multiply-add (arm64, GOAMD64=v3) and the bits
+		// stay those of the vector path.
+		m[j] = float64(b1*m[j]) + float64(c1*gj)
+		v[j] = float64(b2*v[j]) + float64(c2*gj*gj)
 		p[j] -= step * m[j] / (math.Sqrt(v[j]) + eps)
 	}
 }

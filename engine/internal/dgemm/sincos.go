@@ -33,13 +33,20 @@ func Sincos(x float64) (s, c float64) {
 	if !(math.Abs(x) < SincosMax) {
 		return math.Sincos(x)
 	}
+	// Every product that feeds a sum is rounded on its own (float64(…)):
+	// compilers for arm64, or amd64 with GOAMD64=v3, would otherwise fuse
+	// them into multiply-adds, and the bits would differ from the vector
+	// path's and between machines.
 	kf := math.RoundToEven(x * (2 / math.Pi))
-	r := ((x - kf*pio2a) - kf*pio2b) - kf*pio2c
+	r := ((x - float64(kf*pio2a)) - float64(kf*pio2b)) - float64(kf*pio2c)
 	z := r * r
-	ps := ((((sinCoef[0]*z+sinCoef[1])*z+sinCoef[2])*z+sinCoef[3])*z+sinCoef[4])*z + sinCoef[5]
-	pc := ((((cosCoef[0]*z+cosCoef[1])*z+cosCoef[2])*z+cosCoef[3])*z+cosCoef[4])*z + cosCoef[5]
-	sr := r + r*z*ps
-	cr := 1 - 0.5*z + z*z*pc
+	ps, pc := sinCoef[0], cosCoef[0]
+	for i := 1; i < len(sinCoef); i++ {
+		ps = float64(ps*z) + sinCoef[i]
+		pc = float64(pc*z) + cosCoef[i]
+	}
+	sr := r + float64(r*z*ps)
+	cr := 1 - float64(0.5*z) + float64(z*z*pc)
 	// Quadrant q = k mod 4: (sin, cos) = (sr, cr), (cr, −sr), (−sr, −cr),
 	// (−cr, sr), selected with bit masks rather than branches.
 	q := uint64(int64(kf))

@@ -1,0 +1,8 @@
+//go:build !amd64 || purego
+
+package dgemm
+
+var (
+	normThetaVec  func(theta *float64, bits *uint64, n int)
+	normRadiusVec func(c, s *float64, bits *uint64, n int)
+)
