@@ -271,8 +271,8 @@ func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph,
 	if err != nil {
 		return nil, err
 	}
-	Fs2 := must(G.Slice(F, G.S(0, T*NS)))
-	Fq2 := must(G.Slice(F, G.S(T*NS, T*(NS+sh.NQ))))
+	Fs2 := must(Rows(F, 0, T*NS))
+	Fq2 := must(Rows(F, T*NS, T*(NS+sh.NQ)))
 	if err := b.back(Fs2, Fq2, h, outDim, 1); err != nil {
 		return nil, err
 	}
@@ -322,7 +322,7 @@ func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
 	if b.cfg.Classify() {
 		e, rows = must(G.Reshape(b.prototypes(Fs2, ys), tensor.Shape{b.T * b.cfg.Way, b.cfg.FeatureDim()})), b.cfg.Way
 	} else {
-		e = must(G.Concat(1, Fs2, ys))
+		e = must(ConcatCols(Fs2, ys))
 	}
 	for i := range b.cfg.inferLayers() {
 		e = must(Dense(e, b.p(fmt.Sprintf("infer.W%d", i)), b.p(fmt.Sprintf("infer.b%d", i)), actELU, true))
@@ -347,7 +347,7 @@ func (b *builder) front() (F, h *G.Node, err error) {
 	if cfg.Kernel != KernelVRF {
 		return F, nil, nil
 	}
-	sbar := b.infer(must(G.Slice(F, G.S(0, T*NS))), b.ys)
+	sbar := b.infer(must(Rows(F, 0, T*NS)), b.ys)
 	if cfg.Context == ContextNone {
 		return F, sbar, nil
 	}
@@ -365,7 +365,7 @@ func (b *builder) front() (F, h *G.Node, err error) {
 	// q(ω|S,C) sees the task's own summary next to the context: the LSTM
 	// output alone must squeeze the current task through its gates, and
 	// that measurably loses to no context at all.
-	return F, must(G.Concat(1, append([]*G.Node{sbar}, outs...)...)), nil
+	return F, must(ConcatCols(append([]*G.Node{sbar}, outs...)...)), nil
 }
 
 // lstmDirs names the context LSTM's directions; contextDirs says how many
@@ -539,15 +539,15 @@ func buildTask(cfg Config, ps *Params, inDim, outDim int, sh shape, weight float
 	b.ys = b.input("ys", T*NS, outDim)
 	b.yq = b.input("yq", T*NQ, outDim)
 	F := b.embed(b.x)
-	Fs2 := must(G.Slice(F, G.S(0, T*NS)))
-	Fq2 := must(G.Slice(F, G.S(T*NS, T*(NS+NQ))))
+	Fs2 := must(Rows(F, 0, T*NS))
+	Fq2 := must(Rows(F, T*NS, T*(NS+NQ)))
 	var h *G.Node
 	wrt := b.params
 	if cfg.Kernel == KernelVRF {
 		h = b.infer(Fs2, b.ys)
 		if dirs := contextDirs(cfg); dirs > 0 {
 			b.hIn = b.input("context", T, dirs*cfg.InferHidden)
-			h = must(G.Concat(1, h, b.hIn))
+			h = must(ConcatCols(h, b.hIn))
 		}
 	}
 	if err := b.back(Fs2, Fq2, h, outDim, weight); err != nil {
