@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -284,5 +285,52 @@ func TestFinalEvaluationIsCancellable(t *testing.T) {
 	}
 	if ck, err := LoadCheckpoint(filepath.Join(dir, FileCheckpoint)); err != nil || ck.Iter != cfg.Iters {
 		t.Fatalf("checkpoint %v, %v; want iteration %d", ck, err, cfg.Iters)
+	}
+}
+
+// Classification runs show their bases too: one draw per snapshot, each
+// flow step, the same numbers for the same iteration and task, and a
+// different task gives different bases (q depends on the support set).
+func TestClassificationDisplayHasBases(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		steps   int
+	}{{"rbf", 0}, {"rff", 1}, {"vrf", 1}, {"metakernel", 3}} {
+		t.Run(tc.variant, func(t *testing.T) {
+			cfg := classConfig(tc.variant, 0.9)
+			m, err := NewModel(cfg, blobs{way: 3, side: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			d, err := m.Display(7, 0, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d == nil || d.Iter != 7 || len(d.OmegaSteps) != tc.steps || len(d.GridX) != 0 {
+				t.Fatalf("display %+v, want iteration 7, %d ω steps and no curve", d, tc.steps)
+			}
+			for _, w := range d.OmegaSteps {
+				if len(w) != cfg.Bases*cfg.FeatureDim() {
+					t.Fatalf("ω step has %d values, want D·d = %d", len(w), cfg.Bases*cfg.FeatureDim())
+				}
+			}
+			again, err := m.Display(7, 0, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := m.Display(7, 1, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range d.OmegaSteps {
+				if !slices.Equal(d.OmegaSteps[k], again.OmegaSteps[k]) {
+					t.Fatalf("step %d differs between two displays of the same task", k)
+				}
+				if tc.variant != "rff" && slices.Equal(d.OmegaSteps[k], other.OmegaSteps[k]) {
+					t.Fatalf("step %d: tasks 0 and 1 have the same bases", k)
+				}
+			}
+		})
 	}
 }

@@ -172,12 +172,17 @@ const displayGrid = 100
 
 // Display computes the display snapshot for display task number task (a
 // fixed stream, so the same number gives the same task in every run).
+// Classification tasks have no curve: their snapshot holds the bases only,
+// from one draw. Other task families without a curve give nil.
 func (m *Model) Display(iter, task, draws int) (*Display, error) {
+	c := m.Cfg
 	cs, ok := m.Src.(CurveSource)
 	if !ok {
-		return nil, nil
+		if !c.Classify() {
+			return nil, nil
+		}
+		return m.basesDisplay(iter, task)
 	}
-	c := m.Cfg
 	gr, err := m.graph(shape{T: 1, NS: c.SupportPoints(), NQ: displayGrid})
 	if err != nil {
 		return nil, err
@@ -205,24 +210,8 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 			d.PredMean[i] += v
 			sq[i] += v * v
 		}
-		if s > 0 {
-			continue
-		}
-		switch {
-		case gr.flow != nil:
-			// The flow runs on ε; the bases after step k are μ + σ⊙f_k(ε).
-			d.OmegaSteps = gr.flow.Steps(0)
-			mu, lv := dataOf(gr.r.muV), dataOf(gr.r.lvV)
-			for _, w := range d.OmegaSteps {
-				for i := range w {
-					k := i % d.Dim
-					w[i] = mu[k] + math.Exp(0.5*lv[k])*w[i]
-				}
-			}
-		case gr.r.omega0V != nil:
-			d.OmegaSteps = [][]float64{append([]float64(nil), dataOf(gr.r.omega0V)...)}
-		case c.Kernel == KernelRFF:
-			d.OmegaSteps = [][]float64{append([]float64(nil), m.noise.eps[:c.Bases*c.FeatureDim()]...)}
+		if s == 0 {
+			d.OmegaSteps = m.omegaSteps(gr)
 		}
 	}
 	var se float64
@@ -234,4 +223,48 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 	}
 	d.TaskMSE = se / displayGrid
 	return d, nil
+}
+
+// omegaSteps copies the bases of task 0 of gr's last run after every flow
+// step (one entry without flows, none for the RBF kernel).
+func (m *Model) omegaSteps(gr *graph) [][]float64 {
+	c := m.Cfg
+	switch {
+	case gr.flow != nil:
+		// The flow runs on ε; the bases after step k are μ + σ⊙f_k(ε).
+		steps := gr.flow.Steps(0)
+		mu, lv, dim := dataOf(gr.r.muV), dataOf(gr.r.lvV), c.FeatureDim()
+		for _, w := range steps {
+			for i := range w {
+				k := i % dim
+				w[i] = mu[k] + math.Exp(0.5*lv[k])*w[i]
+			}
+		}
+		return steps
+	case gr.r.omega0V != nil:
+		return [][]float64{append([]float64(nil), dataOf(gr.r.omega0V)[:c.Bases*c.FeatureDim()]...)}
+	case c.Kernel == KernelRFF:
+		return [][]float64{append([]float64(nil), m.noise.eps[:c.Bases*c.FeatureDim()]...)}
+	}
+	return nil
+}
+
+// basesDisplay is Display for a classification task: one draw of its
+// bases, so that the workbench can show them after each flow step.
+func (m *Model) basesDisplay(iter, task int) (*Display, error) {
+	c := m.Cfg
+	sh := shape{T: 1, NS: c.SupportPoints(), NQ: c.QueryPoints()}
+	gr, err := m.graph(sh)
+	if err != nil {
+		return nil, err
+	}
+	var b Batch
+	b.Resize(1, sh.NS, sh.NQ, m.Src.InDim(), m.Src.OutDim())
+	m.Src.Sample(streamRNG(c.Seed, streamDisplayTask, uint64(task)), &b)
+	m.drawNoise(streamRNG(c.Seed, streamDisplayNoise, uint64(iter)*1024), 1)
+	st := m.State.clone()
+	if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
+		return nil, err
+	}
+	return &Display{Iter: iter, D: c.Bases, Dim: c.FeatureDim(), Draws: 1, OmegaSteps: m.omegaSteps(gr)}, nil
 }

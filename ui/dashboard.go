@@ -88,7 +88,7 @@ type dashboard struct {
 	keys     KeyMap
 	sess     *session.Session
 	preset   presets.Preset
-	classify bool // a classification preset: accuracy instead of the sine fit, no ω display
+	classify bool // a classification preset: accuracy instead of the sine fit
 
 	views    [len(toggleVariants)]*runView
 	selected int // index into views: whose ω, fit and numbers are shown
@@ -510,9 +510,6 @@ func (d *dashboard) paneBody(p pane, w, h int) string {
 		}
 		return fitPane(d.theme, fitData{Variant: sel.variant, Display: sel.display, Task: d.task}, w, h)
 	case paneOmega:
-		if d.classify {
-			return center(d.theme.Dim.Render("ω is drawn for regression presets: classification runs take no display snapshot"), w, h)
-		}
 		return omegaPane(d.theme, omegaData{Variant: sel.variant, Display: sel.display, Dim: d.dim, PairX: d.pairX, PairY: d.pairY}, w, h)
 	case paneRuns:
 		return runsPane(d.theme, d.rows(), w, h)

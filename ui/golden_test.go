@@ -150,7 +150,7 @@ func TestAccuracyPaneGolden(t *testing.T) {
 	dash := newDashboard(th, DefaultKeyMap(), nil, p)
 	dash.w, dash.h = 160, 48
 	dash.render()
-	for _, want := range []string{"Validation accuracy", "ω is drawn for regression presets", "[Curves]  Accuracy"} {
+	for _, want := range []string{"Validation accuracy", "waiting for the first display snapshot", "[Curves]  Accuracy"} {
 		if !strings.Contains(ansi.Strip(dash.view()), want) {
 			t.Errorf("classification dashboard lacks %q", want)
 		}
