@@ -75,8 +75,8 @@ type noise struct {
 	logq0c   []float64 // (T) the gradient-free part of the mean log q0(ω₀)
 	dropSeed uint64    // seeds the dropout masks of a convolutional ψ
 
-	bits []uint64 // the uniform bits ε is made from
-	pcg  rand.PCG // makes them; seeded from the draw's rng
+	bits []uint64   // the uniform bits ε is made from
+	gen  dgemm.Bits // makes them; seeded from the draw's rng
 }
 
 // stepInput is the data of one training iteration.
@@ -147,20 +147,18 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 	n.eps = grow(n.eps, T*D*f)
 	n.phase = grow(n.phase, T*D)
 	n.logq0c = grow(n.logq0c, T)
-	// ε is Box–Muller on PCG bits, vectorized (dgemm.Normals): rand's
-	// ziggurat NormFloat64 took ~0.8 ms per sine step, the largest single
-	// cost of vrf+ctx. The generator is seeded from rng, so the seed still
-	// fixes every number.
-	n.pcg.Seed(rng.Uint64(), rng.Uint64())
+	// ε is Box–Muller on xoshiro256+ bits, both vectorized (dgemm.Normals,
+	// dgemm.Bits): rand's ziggurat NormFloat64 took ~0.8 ms per sine step,
+	// the largest single cost of vrf+ctx, now ~0.3 ms. The generator is
+	// seeded from rng, so the seed still fixes every number.
+	n.gen.Seed(rng.Uint64(), rng.Uint64())
 	for lo := 0; lo < len(n.eps); lo += drawChunk {
 		if pause != nil {
 			pause()
 		}
 		chunk := n.eps[lo:min(lo+drawChunk, len(n.eps))]
 		n.bits = growBits(n.bits, 2*((len(chunk)+1)/2))
-		for i := range n.bits {
-			n.bits[i] = n.pcg.Uint64()
-		}
+		n.gen.Fill(n.bits)
 		dgemm.Normals(chunk, n.bits)
 	}
 	for i := range n.phase {
