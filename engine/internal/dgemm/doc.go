@@ -7,11 +7,13 @@
 // gonum's pure-Go Dgemm reaches 3–6 GFLOP/s on the engine's small shapes
 // (every dimension among 5…128); the AVX2+FMA micro-kernel here reaches
 // 40–55 on one core of the 2-core development machine. The design is
-// sgemm's, translated: A is never packed but broadcast in place with a row
-// and a k stride, B is read in place or packed into 8- and 4-column panels,
-// a tile of up to 6×8 results lives in 12 YMM registers. CPUs without AVX2
-// and FMA, other architectures and builds with the purego tag use portable
-// Go kernels with the same blocking.
+// sgemm's, and so is the Go code: the driver and portable kernels of package
+// gemmcore, instantiated for float64. A is never packed but broadcast in
+// place with a row and a k stride, B is read in place or packed into 8- and
+// 4-column panels, a tile of up to 6×8 results lives in 12 YMM registers
+// (the assembly here). CPUs without AVX2 and FMA, other architectures and
+// builds with the purego tag use the portable Go kernels with the same
+// blocking.
 //
 // Every routine is serial and sums in an order fixed by the shapes alone, so
 // results are bit-for-bit reproducible for the same inputs whatever

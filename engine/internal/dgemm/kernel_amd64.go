@@ -2,9 +2,13 @@
 
 package dgemm
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
 
-// The assembly micro-kernels (kernel_amd64.s) implement kernelFunc with
+	"github.com/mkbench/mkbench/engine/internal/gemmcore"
+)
+
+// The assembly micro-kernels (kernel_amd64.s) implement gemmcore.Kernel with
 // AVX2 and FMA3: a 6×8 tile of doubles lives in 12 YMM registers.
 
 //go:noescape
@@ -13,7 +17,7 @@ func kern8AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb i
 //go:noescape
 func kern4AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb int, c *float64, ldc int, alpha, beta float64, flags int, bias, mask *float64, ldm int)
 
-var avx2Impl = impl{name: "avx2", full: kern8AVX2, half: kern4AVX2}
+var avx2Impl = impl{name: "avx2", gemm: gemmcore.Kernels[float64]{Full: kern8AVX2, Half: kern4AVX2}}
 
 // detect returns the assembly kernels when the CPU (and OS, which must save
 // the YMM state: x/sys/cpu folds that into HasAVX) supports them.

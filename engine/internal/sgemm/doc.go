@@ -22,4 +22,9 @@
 // machine, whatever GOMAXPROCS is; callers parallelize over independent
 // products themselves. The assembly and portable kernels round differently
 // (FMA), so results differ between the two by float32 rounding.
+//
+// The blocking driver, the portable kernels and the product tests live in
+// package gemmcore (and gemmcore/gemmtest), shared with dgemm: one copy of
+// the Go code, instantiated for float32 and float64. This package keeps its
+// assembly, the choice of kernels and the element-wise routines.
 package sgemm

@@ -2,9 +2,13 @@
 
 package sgemm
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
 
-// The assembly micro-kernels (kernel_amd64.s) implement kernelFunc with
+	"github.com/mkbench/mkbench/engine/internal/gemmcore"
+)
+
+// The assembly micro-kernels (kernel_amd64.s) implement gemmcore.Kernel with
 // AVX2 and FMA3: a 6×16 tile lives in 12 YMM registers.
 
 //go:noescape
@@ -75,7 +79,7 @@ func winoGradOutAVX(dm *float32, ldm int, db, gv, out *float32, arg *uint8, alph
 func winoInTAVX(dst *float32, ldd int, dv *float32, ldv, c, n int)
 
 var avx2Impl = impl{
-	name: "avx2", k16: kern16AVX2, k8: kern8AVX2, transpose8: transpose8AVX,
+	name: "avx2", gemm: gemmcore.Kernels[float32]{Full: kern16AVX2, Half: kern8AVX2, Transpose8: transpose8AVX},
 	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
 	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX, addToFloat64: addToFloat64AVX,
 	maxPool4: maxPool4AVX, maskedMaxPool4: maskedMaxPool4AVX, unpool4: unpool4AVX, bernoulli: bernoulliAVX,

@@ -210,7 +210,7 @@ func Transpose(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 	dst = dst[:(cols-1)*ldd+rows]
 	src = src[:(rows-1)*lds+cols]
 	i0 := 0
-	if f := active.transpose8; f != nil && cols >= 8 && ldd >= 8 {
+	if f := active.gemm.Transpose8; f != nil && cols >= 8 && ldd >= 8 {
 		nb := cols / 8
 		for ; i0+8 <= rows; i0 += 8 {
 			f(&dst[i0], ldd, &src[i0*lds], lds, 8, nb)
