@@ -228,25 +228,8 @@ var flowMath32 = flowMath[float32]{
 
 var flowMath64 = flowMath[float64]{
 	gemm: func(_ *sgemm.Workspace, tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, ep flowEpi[float64]) {
-		flowGemm(tA, tB, m, n, k, a, lda, b, ldb, beta, c, ldc)
-		if ep.bias == nil && !ep.relu && ep.mask == nil {
-			return
-		}
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			for j, v := range row {
-				if ep.bias != nil {
-					v += ep.bias[i]
-				}
-				if ep.relu && v < 0 {
-					v = 0
-				}
-				if ep.mask != nil && !(ep.mask[i*ep.ldm+j] > 0) {
-					v = 0
-				}
-				row[j] = v
-			}
-		}
+		dgemm.GemmEpilogue(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc,
+			dgemm.Epilogue{RowBias: ep.bias, ReLU: ep.relu, Mask: ep.mask, LdMask: ep.ldm})
 	},
 	coupling: func(y, x, o, t, s, ld []float64) {
 		for r := range y {

@@ -51,8 +51,14 @@ var pool = sync.Pool{New: func() any { return new(Workspace) }}
 // Gemm computes C = alpha·op(A)·op(B) + beta·C with a workspace from an
 // internal pool; see Workspace.Gemm.
 func Gemm(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	GemmEpilogue(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, Epilogue{})
+}
+
+// GemmEpilogue is Workspace.GemmEpilogue with a workspace from an internal
+// pool.
+func GemmEpilogue(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, ep Epilogue) {
 	w := pool.Get().(*Workspace)
-	w.GemmEpilogue(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, Epilogue{})
+	w.GemmEpilogue(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep)
 	pool.Put(w)
 }
 
