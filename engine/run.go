@@ -494,12 +494,26 @@ func WriteJSONAtomic(path string, v any) error {
 }
 
 func writeFileAtomic(path string, data []byte) error {
+	if err := WriteFileAtomic(path, data, 0o600); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory (synced, given mode perm) and a rename, so that readers never
+// see half a file and a crash mid-write keeps the previous one. Run files
+// are 0600; experiment results, meant to be shared, 0644.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("engine: writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	name := tmp.Name()
 	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(perm)
+	}
 	if werr == nil {
 		werr = tmp.Sync()
 	}
@@ -511,7 +525,7 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	if werr != nil {
 		os.Remove(name)
-		return fmt.Errorf("engine: writing %s: %w", path, werr)
+		return fmt.Errorf("writing %s: %w", path, werr)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -276,6 +277,30 @@ func TestValidateNamesTheProblem(t *testing.T) {
 		c := sineConfig(v)
 		if c.Variant() != v {
 			t.Errorf("variant %s round-trips as %s", v, c.Variant())
+		}
+	}
+}
+
+// Run files stay private; files written for sharing get the mode asked for.
+func TestWriteFileAtomicSetsMode(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		write func(string) error
+		want  os.FileMode
+	}{
+		{func(p string) error { return writeFileAtomic(p, []byte("x")) }, 0o600},
+		{func(p string) error { return WriteFileAtomic(p, []byte("x"), 0o644) }, 0o644},
+	} {
+		path := filepath.Join(dir, fmt.Sprint(tc.want))
+		if err := tc.write(path); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != tc.want {
+			t.Errorf("mode %v, want %v", st.Mode().Perm(), tc.want)
 		}
 	}
 }

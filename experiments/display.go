@@ -213,23 +213,9 @@ func writeJSON(path string, v any) error {
 }
 
 func writeFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("experiments: writing %s: %w", path, err)
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(0o644) // CreateTemp makes 0600; results are for reading
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("experiments: writing %s: %w", path, werr)
+	// Results are for reading by others, unlike run files (0600).
+	if err := engine.WriteFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("experiments: %w", err)
 	}
 	return nil
 }
