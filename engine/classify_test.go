@@ -334,3 +334,46 @@ func TestClassificationDisplayHasBases(t *testing.T) {
 		})
 	}
 }
+
+// summary.json's best_val is the best validation, also when the final one
+// (off the ValEvery grid) came out worse than an earlier one.
+func TestSummaryBestValIsTheBest(t *testing.T) {
+	src := blobs{way: 3, side: 7}
+	for seed := uint64(1); seed <= 8; seed++ {
+		cfg := classConfig("vrf", 0.9)
+		cfg.Seed = seed
+		cfg.Iters, cfg.ValEvery, cfg.ValTasks, cfg.LogEvery = 50, 20, 12, 10
+		cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 6, 3, 1
+		dir := filepath.Join(t.TempDir(), "run")
+		if _, err := Run(context.Background(), cfg, src, RunOptions{Dir: dir, Val: src, Test: src}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var rows []ValRow
+		for _, l := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(dir, FileVal)))), "\n") {
+			var r ValRow
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, r)
+		}
+		if len(rows) != 3 || rows[2].Iter != 50 || rows[2].Best {
+			continue // the final validation was the best: nothing to tell apart
+		}
+		var best ValRow
+		for _, r := range rows {
+			if r.Best {
+				best = r
+			}
+		}
+		var sum Summary
+		if err := json.Unmarshal(readFile(t, filepath.Join(dir, FileSummary)), &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.BestIter != best.Iter || sum.BestVal == nil || sum.BestVal.Mean != best.Mean || sum.BestVal.CI95 != best.CI95 {
+			t.Fatalf("seed %d: summary best iteration %d, %+v; val.jsonl's best is iteration %d, %v ± %v (last %v)",
+				seed, sum.BestIter, sum.BestVal, best.Iter, best.Mean, best.CI95, rows[2].Mean)
+		}
+		return
+	}
+	t.Fatal("in no seed was the final validation worse than an earlier one: pick other settings")
+}

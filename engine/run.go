@@ -262,6 +262,7 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 	}
 	// validation evaluates on the validation source and keeps the best
 	// parameters in their own checkpoint; its time is not training time.
+	var bestRes *EvalResult // the best validation of this process (a resumed run knows only bestVal before it)
 	validation := func(iter int, trainSec float64) (*EvalResult, time.Duration, error) {
 		v0 := time.Now()
 		ev, err := m.evaluate(opts.Val, streamValTasks, streamValNoise, cfg.ValTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
@@ -271,6 +272,7 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 		best := bestIter == 0 || better(ev.Metric, ev.Mean, bestVal)
 		if best {
 			bestVal, bestIter = ev.Mean, iter
+			bestRes = &ev
 			if opts.Dir != "" {
 				c := newCheckpoint(opts.Preset, src.Name(), m, opt, iter, window{}, trainSec)
 				c.BestVal, c.BestIter = bestVal, bestIter
@@ -400,11 +402,10 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 	if opts.Test != nil {
 		evalSrc = opts.Test
 	}
-	var bestEv *EvalResult
 	if validate {
 		// The paper's protocol: test the parameters that validated best.
 		if cfg.Iters%cfg.ValEvery != 0 {
-			if bestEv, _, err = validation(cfg.Iters, res.TrainSeconds); err != nil {
+			if _, _, err = validation(cfg.Iters, res.TrainSeconds); err != nil {
 				return res, err
 			}
 		}
@@ -428,6 +429,9 @@ func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs O
 	}
 	res.Eval = &ev
 	if opts.Dir != "" {
+		// The best validation, not the last: the final one (run when the
+		// last iteration is off the ValEvery grid) is often not the best.
+		bestEv := bestRes
 		if bestEv == nil && bestIter > 0 {
 			bestEv = &EvalResult{Metric: ev.Metric, Mean: bestVal, Tasks: cfg.ValTasks}
 		}
