@@ -9,6 +9,19 @@ import (
 	"gorgonia.org/tensor"
 )
 
+// centralDiff is the central finite difference of f in x[j], step 1e-6;
+// x[j] is restored.
+func centralDiff(x []float64, j int, f func() float64) float64 {
+	const h = 1e-6
+	v := x[j]
+	x[j] = v + h
+	fp := f()
+	x[j] = v - h
+	fm := f()
+	x[j] = v
+	return (fp - fm) / (2 * h)
+}
+
 // fdCheckOp checks the gradients of loss = Σ op(inputs)⊙R against central
 // finite differences, through a real gorgonia graph and tape machine.
 func fdCheckOp(t *testing.T, name string, shapes [][]int, diff []bool, init func(i int, x []float64, rng *rand.Rand),
@@ -78,15 +91,8 @@ func fdCheckOp(t *testing.T, name string, shapes [][]int, diff []bool, init func
 			continue
 		}
 		an := analytic[i]
-		const h = 1e-6
 		for j := range data[i] {
-			x := data[i][j]
-			data[i][j] = x + h
-			fp := eval()
-			data[i][j] = x - h
-			fm := eval()
-			data[i][j] = x
-			num := (fp - fm) / (2 * h)
+			num := centralDiff(data[i], j, eval)
 			if err := math.Abs(num-an[j]) / math.Max(1, math.Abs(num)); err > 1e-6 {
 				t.Errorf("%s: d/d input%d[%d]: analytic %.9g, numeric %.9g", name, i, j, an[j], num)
 			}

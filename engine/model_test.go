@@ -97,18 +97,11 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const h = 1e-6
 	checked := 0
 	for pi, p := range m.Params.List {
 		for n := 0; n < 3 && n < p.Size(); n++ {
 			j := rng.IntN(p.Size())
-			x := p.Data[j]
-			p.Data[j] = x + h
-			fp := loss()
-			p.Data[j] = x - h
-			fm := loss()
-			p.Data[j] = x
-			num := (fp - fm) / (2 * h)
+			num := centralDiff(p.Data, j, loss)
 			if an := grads[pi][j]; math.Abs(num-an) > 1e-5*math.Max(1, math.Abs(num)) {
 				t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
 			}

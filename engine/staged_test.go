@@ -174,14 +174,7 @@ func TestMLPSummaryGradients(t *testing.T) {
 	for _, idx := range append(append(append(append([]int{}, s.embedW...), s.embedB...), s.inferW...), s.inferB...) {
 		p := m.Params.List[idx]
 		for j := range p.Data {
-			x := p.Data[j]
-			const h = 1e-6
-			p.Data[j] = x + h
-			fp := loss()
-			p.Data[j] = x - h
-			fm := loss()
-			p.Data[j] = x
-			num := (fp - fm) / (2 * h)
+			num := centralDiff(p.Data, j, loss)
 			if an := grads[idx][j]; math.Abs(num-an) > 1e-6*math.Max(1, math.Abs(num)) {
 				t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
 			}
