@@ -12,6 +12,7 @@ import (
 
 	"github.com/chewxy/hm"
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/internal/gemmcore"
 	"github.com/mkbench/mkbench/engine/internal/sgemm"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -185,19 +186,10 @@ func (v flowRows) of(D int) (off, ld int) { return v.row0 * D, v.step * D }
 // tests can check it to ~1e-7.
 type flowFloat interface{ float32 | float64 }
 
-// flowEpi is work fused into the store of a product (see sgemm.Epilogue):
-// add bias[i] to row i, clamp at zero, zero where mask ≤ 0.
-type flowEpi[F flowFloat] struct {
-	bias []F
-	relu bool
-	mask []F
-	ldm  int
-}
-
 // flowMath is the precision-specific part of the kernels.
 type flowMath[F flowFloat] struct {
 	// gemm computes C = op(A)·op(B) + beta·C, then the epilogue; serial.
-	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, ep flowEpi[F])
+	gemm func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int, ep gemmcore.Epilogue[F])
 	// coupling: s = tanh(o), e = exp(s), y = x·e + t, ld += s (per
 	// element); e is not kept.
 	coupling func(y, x, o, t, s, ld []F)
@@ -214,9 +206,9 @@ type flowMath[F flowFloat] struct {
 }
 
 var flowMath32 = flowMath[float32]{
-	gemm: func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, ep flowEpi[float32]) {
+	gemm: func(ws *sgemm.Workspace, tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, ep gemmcore.Epilogue[float32]) {
 		ws.GemmEpilogue(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc,
-			sgemm.Epilogue{RowBias: ep.bias, ReLU: ep.relu, Mask: ep.mask, LdMask: ep.ldm})
+			sgemm.Epilogue(ep))
 	},
 	coupling:     sgemm.AffineCoupling,
 	couplingGrad: sgemm.AffineCouplingGrad,
@@ -227,9 +219,9 @@ var flowMath32 = flowMath[float32]{
 }
 
 var flowMath64 = flowMath[float64]{
-	gemm: func(_ *sgemm.Workspace, tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, ep flowEpi[float64]) {
+	gemm: func(_ *sgemm.Workspace, tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, ep gemmcore.Epilogue[float64]) {
 		dgemm.GemmEpilogue(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc,
-			dgemm.Epilogue{RowBias: ep.bias, ReLU: ep.relu, Mask: ep.mask, LdMask: ep.ldm})
+			dgemm.Epilogue(ep))
 	},
 	coupling: func(y, x, o, t, s, ld []float64) {
 		for r := range y {
@@ -574,7 +566,7 @@ func (j *flowSplitGemm[F]) run(i int) {
 	if j.tB {
 		b = j.b[lo*j.ldb:]
 	}
-	j.k.fm.gemm(&j.k.scr[i].ws, j.tA, j.tB, j.m, hi-lo, j.kk, j.a, j.lda, b, j.ldb, j.beta, j.c[lo:], j.ldc, flowEpi[F]{})
+	j.k.fm.gemm(&j.k.scr[i].ws, j.tA, j.tB, j.m, hi-lo, j.kk, j.a, j.lda, b, j.ldb, j.beta, j.c[lo:], j.ldc, gemmcore.Epilogue[F]{})
 }
 
 // splitGemm runs a serial-phase product on up to two cores (see
@@ -740,7 +732,7 @@ func (k *flowCore[F]) halfForward(l, i, t int, src []F, vo flowRows, xin []F, vt
 	// out = W2ᵀhid + b2.
 	out := sc.out[:m2*D]
 	k.fm.gemm(&sc.ws, true, false, m2, D, H, k.th[h.w2:], m2, hid, D, 0, out, D,
-		flowEpi[F]{bias: k.th[h.b2 : h.b2+m2]})
+		gemmcore.Epilogue[F]{RowBias: k.th[h.b2 : h.b2+m2]})
 	ot, ldt := vt.of(D)
 	ss := ft.s[l][i]
 	ld := sc.ld[:D]
@@ -763,7 +755,7 @@ func (k *flowCore[F]) hidden(l, i, t int, src []F, vo flowRows, sc *flowScratch[
 	hid := sc.hid[:H*D]
 	oo, ldo := vo.of(D)
 	k.fm.gemm(&sc.ws, true, false, H, D, h.nIn, k.th[h.w1:], H, src[oo:], ldo, 0, hid, D,
-		flowEpi[F]{bias: k.ctx[t*NH+q*H : t*NH+(q+1)*H], relu: true})
+		gemmcore.Epilogue[F]{RowBias: k.ctx[t*NH+q*H : t*NH+(q+1)*H], ReLU: true})
 	return hid
 }
 
@@ -881,17 +873,17 @@ func (k *flowCore[F]) halfBackward(l, i, t int, src []F, vo flowRows, xin []F, v
 	hid := k.hidden(l, i, t, src, vo, sc)
 	// W2 gradient (H×2m) += hid·goutᵀ: hid is read in place, only the
 	// smaller gout is transposed into panels.
-	k.fm.gemm(&sc.ws, false, true, H, m2, D, hid, D, gout, D, 1, part[h.w2:], m2, flowEpi[F]{})
+	k.fm.gemm(&sc.ws, false, true, H, m2, D, hid, D, gout, D, 1, part[h.w2:], m2, gemmcore.Epilogue[F]{})
 	// ghid = W2·gout where the ReLU was active (hid > 0), in the epilogue.
 	ghid := sc.ghid[:H*D]
-	k.fm.gemm(&sc.ws, true, false, H, D, m2, k.w2t[q], H, gout, D, 0, ghid, D, flowEpi[F]{mask: hid, ldm: D})
+	k.fm.gemm(&sc.ws, true, false, H, D, m2, k.w2t[q], H, gout, D, 0, ghid, D, gemmcore.Epilogue[F]{Mask: hid, LdMask: D})
 	gctx := k.gctx[t*NH+q*H : t*NH+(q+1)*H]
 	clear(gctx)
 	k.fm.addRowSums(gctx, ghid, H, D, D)
 	oo, ldo := vo.of(D)
 	// W1 gradient (nIn×H) += x·ghidᵀ, and the input gradient += W1·ghid.
-	k.fm.gemm(&sc.ws, false, true, h.nIn, H, D, src[oo:], ldo, ghid, D, 1, part[h.w1:], H, flowEpi[F]{})
-	k.fm.gemm(&sc.ws, true, false, h.nIn, D, H, k.w1t[q], h.nIn, ghid, D, 1, gw[oo:], ldo, flowEpi[F]{})
+	k.fm.gemm(&sc.ws, false, true, h.nIn, H, D, src[oo:], ldo, ghid, D, 1, part[h.w1:], H, gemmcore.Epilogue[F]{})
+	k.fm.gemm(&sc.ws, true, false, h.nIn, D, H, k.w1t[q], h.nIn, ghid, D, 1, gw[oo:], ldo, gemmcore.Epilogue[F]{})
 }
 
 // gradTheta writes the parameter gradient of the last Backward into gTheta;
