@@ -149,7 +149,7 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 	n.logq0c = grow(n.logq0c, T)
 	// ε is Box–Muller on xoshiro256+ bits, both vectorized (dgemm.Normals,
 	// dgemm.Bits): rand's ziggurat NormFloat64 took ~0.8 ms per sine step,
-	// the largest single cost of vrf+ctx, now ~0.3 ms. The generator is
+	// the largest single cost of vrf+ctx, now ~0.45 ms. The generator is
 	// seeded from rng, so the seed still fixes every number.
 	n.gen.Seed(rng.Uint64(), rng.Uint64())
 	for lo := 0; lo < len(n.eps); lo += drawChunk {
@@ -157,7 +157,7 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 			pause()
 		}
 		chunk := n.eps[lo:min(lo+drawChunk, len(n.eps))]
-		n.bits = growBits(n.bits, 2*((len(chunk)+1)/2))
+		n.bits = grow(n.bits, 2*((len(chunk)+1)/2))
 		n.gen.Fill(n.bits)
 		dgemm.Normals(chunk, n.bits)
 	}
@@ -172,13 +172,6 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 		n.logq0c[t] = -0.5*s/float64(D) - 0.5*float64(f)*log2Pi
 	}
 	n.dropSeed = rng.Uint64()
-}
-
-func growBits(s []uint64, n int) []uint64 {
-	if cap(s) < n {
-		return make([]uint64, n)
-	}
-	return s[:n]
 }
 
 func (m *Model) drawNoise(rng *rand.Rand, T int) {

@@ -21,9 +21,11 @@ func (b *Batch) Resize(t, ns, nq, in, out int) {
 	b.YQ = grow(b.YQ, t*nq*out)
 }
 
-func grow(s []float64, n int) []float64 {
+// grow returns s resized to n, reusing its backing array when it is large
+// enough (the contents are then stale, not zeroed).
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float64, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }
