@@ -78,11 +78,6 @@ func miscPrealloc(p gorgonia.Value, shape tensor.Shape) ([]float64, error) {
 	return d.Float64s()[:shape.TotalSize()], nil
 }
 
-func miscNewDense(shape tensor.Shape) (*tensor.Dense, []float64) {
-	data := make([]float64, shape.TotalSize())
-	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(data)), data
-}
-
 // miscGemm computes C = alpha·op(A)·op(B) + beta·C on row-major blocks.
 func miscGemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	dgemm.Gemm(tA == blas.Trans, tB == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
