@@ -18,7 +18,6 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui"
-	"github.com/mkbench/mkbench/ui/session"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -84,15 +83,30 @@ func newFlags(name string) *flag.FlagSet {
 	return fs
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
+// parse parses args and returns the names of the flags they set, which
+// is how a command tells a flag left at its default from one given.
+func parse(fs *flag.FlagSet, args []string) (map[string]bool, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("%s: %v (see mkbench help)", fs.Name(), err)
+		return nil, fmt.Errorf("%s: %v (see mkbench help)", fs.Name(), err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q (flags are written --name value)", fs.Name(), fs.Arg(0))
+		return nil, fmt.Errorf("%s: unexpected argument %q (flags are written --name value)", fs.Name(), fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set, nil
+}
+
+// checkPositive names the first of the int flags names that was set to a
+// value below 1.
+func checkPositive(fs *flag.FlagSet, set map[string]bool, names ...string) error {
+	for _, n := range names {
+		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
+			return fmt.Errorf("%s: --%s must be positive, got %s", fs.Name(), n, fs.Lookup(n).Value)
+		}
 	}
 	return nil
 }
@@ -102,6 +116,10 @@ func flagHelp(fs *flag.FlagSet, w io.Writer) {
 	fs.PrintDefaults()
 }
 
+// dataHelp is the --data flag's help: the folder depends on the preset's
+// data set.
+const dataHelp = "folder of the preset's data set, e.g. the one holding Omniglot's images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/<set>, ./data/<set> or ../shared/data/<set>, <set> being omniglot, cifarfs, miniimagenet, domainnet or embeddings)"
+
 func cmdRun(args []string, stdout, stderr *os.File) int {
 	fs := newFlags("run")
 	preset := fs.String("preset", "", "preset name (see mkbench presets)")
@@ -109,26 +127,23 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
 	out := fs.String("out", "", "run directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
-	evalTasks := fs.Int("eval-tasks", 0, "tasks in the final evaluation (default: the preset's)")
+	fs.Int("eval-tasks", 0, "tasks in the final evaluation (default: the preset's)")
 	resume := fs.String("resume", "", "continue the interrupted run in this directory")
 	quiet := fs.Bool("quiet", false, "print only the final result")
-	data := fs.String("data", "", "Omniglot folder with images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/omniglot, ./data/omniglot or ../shared/data/omniglot)")
+	data := fs.String("data", "", dataHelp)
 	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
-	valEvery := fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
-	valTasks := fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
-	if err := parse(fs, args); err != nil {
+	fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
+	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
+	set, err := parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
 			return 0
 		}
 		return fail(stderr, err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range []string{"iters", "eval-tasks", "val-every", "val-tasks"} {
-		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
-			return fail(stderr, fmt.Errorf("run: --%s must be positive, got %s", n, fs.Lookup(n).Value))
-		}
+	if err := checkPositive(fs, set, "iters", "eval-tasks", "val-every", "val-tasks"); err != nil {
+		return fail(stderr, err)
 	}
 	if set["seed"] && *seed < 0 {
 		return fail(stderr, fmt.Errorf("run: --seed must be ≥ 0, got %d", *seed))
@@ -163,40 +178,21 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
 		}
-		p, err := presets.Get(*preset)
+		ov := presets.Overrides{}
+		for _, n := range []string{"iters", "seed", "eval-tasks", "val-every", "val-tasks"} {
+			if set[n] {
+				ov[n] = fs.Lookup(n).Value.(flag.Getter).Get()
+			}
+		}
+		p, c, err := presets.Spec{Preset: *preset, Variant: *variant, Overrides: ov}.Config()
 		if err != nil {
 			return fail(stderr, err)
 		}
-		cfg, presetName = p.Config, p.Name
-		v := p.Variant
-		if *variant != "" {
-			v = *variant
-		}
-		if err := cfg.ApplyVariant(v, 4); err != nil {
-			return fail(stderr, err)
-		}
-		if set["iters"] {
-			cfg.Iters = *iters
-		}
-		if set["seed"] {
-			cfg.Seed = uint64(*seed)
-		}
-		if set["eval-tasks"] {
-			cfg.EvalTasks = *evalTasks
-		}
-		if set["val-every"] {
-			cfg.ValEvery = *valEvery
-		}
-		if set["val-tasks"] {
-			cfg.ValTasks = *valTasks
-		}
-		if err := cfg.Validate(); err != nil {
-			return fail(stderr, err)
-		}
+		cfg, presetName = c, p.Name
 		family = p.Source
 		dir = *out
 		if dir == "" {
-			dir = session.NewRunDir(session.RunsRoot(), p.Name, cfg.Variant(), cfg.Seed, time.Now())
+			dir = presets.NewRunDir(presets.RunsRoot(), p.Name, cfg.Variant(), cfg.Seed, time.Now())
 		}
 		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
 	}
@@ -236,18 +232,17 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	preset := fs.String("preset", "", "start this preset at once (default: pick one)")
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
-	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
-	if err := parse(fs, args); err != nil {
+	data := fs.String("data", "", dataHelp)
+	set, err := parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
 			return 0
 		}
 		return fail(stderr, err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["iters"] && *iters <= 0 {
-		return fail(stderr, fmt.Errorf("tui: --iters must be positive, got %d", *iters))
+	if err := checkPositive(fs, set, "iters"); err != nil {
+		return fail(stderr, err)
 	}
 	if set["seed"] && *seed < 0 {
 		return fail(stderr, fmt.Errorf("tui: --seed must be ≥ 0, got %d", *seed))
@@ -302,11 +297,12 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	run := fs.String("run", "", "run directory to evaluate")
 	tasks := fs.Int("eval-tasks", 0, "number of evaluation tasks (default: the run's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
+	data := fs.String("data", "", dataHelp)
 	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
 	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
-	if err := parse(fs, args); err != nil {
+	set, err := parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			flagHelp(fs, stdout)
 			return 0
@@ -316,12 +312,8 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if *run == "" {
 		return fail(stderr, errors.New("eval: --run DIR is required"))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range []string{"eval-tasks", "way", "shot", "query"} {
-		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
-			return fail(stderr, fmt.Errorf("eval: --%s must be positive, got %s", n, fs.Lookup(n).Value))
-		}
+	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query"); err != nil {
+		return fail(stderr, err)
 	}
 	// A run that validated is tested with its best-validation parameters,
 	// as its summary was.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
-	"github.com/mkbench/mkbench/ui/session"
+	"github.com/mkbench/mkbench/presets"
 )
 
 const experimentUsage = `Usage:
@@ -54,12 +54,13 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	shots := fs.String("shots", "", "versatility: shots to test (default 1,5,10; sine 3,5,10,20); shots: shots to train (default sine 3,5,10)")
 	evalTasks := fs.Int("eval-tasks", 0, "evaluation tasks per run and per versatility cell (default: the preset's)")
 	minutes := fs.Float64("minutes", 0, "training-time budget per run in minutes; a run out of time is evaluated as it stands")
-	data := fs.String("data", "", "Omniglot folder (see mkbench run --help)")
+	data := fs.String("data", "", dataHelp)
 	out := fs.String("out", "", "experiment directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
 	fromRun := fs.String("run", "", "versatility: evaluate this trained run directory instead of training")
 	resume := fs.String("resume", "", "continue the interrupted experiment in this directory")
 	quiet := fs.Bool("quiet", false, "print only the results")
-	if err := parse(fs, args); err != nil {
+	set, err := parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, experimentUsage)
 			flagHelp(fs, stdout)
@@ -67,12 +68,8 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		}
 		return fail(stderr, err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, n := range []string{"iters", "eval-tasks"} {
-		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
-			return fail(stderr, fmt.Errorf("experiment: --%s must be positive, got %s", n, fs.Lookup(n).Value))
-		}
+	if err := checkPositive(fs, set, "iters", "eval-tasks"); err != nil {
+		return fail(stderr, err)
 	}
 	if set["minutes"] && !(*minutes > 0) {
 		return fail(stderr, fmt.Errorf("experiment: --minutes must be positive, got %g", *minutes))
@@ -123,7 +120,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		}
 		dir = *out
 		if dir == "" {
-			dir = experiments.NewDir(session.RunsRoot(), name, *preset, time.Now())
+			dir = presets.NewExperimentDir(presets.RunsRoot(), name, *preset, time.Now())
 		}
 	}
 	o.Data = *data
@@ -228,7 +225,8 @@ func cmdReport(args []string, stdout, stderr *os.File) int {
 		dir, args = args[0], args[1:]
 	}
 	fs := newFlags("report")
-	if err := parse(fs, args); err != nil {
+	_, err := parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, experimentUsage)
 			return 0

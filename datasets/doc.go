@@ -48,7 +48,7 @@
 //
 // # Episodes
 //
-// Episodes implements engine.TaskSource for N-way k-shot classification with
+// Episodes implements task.Source for N-way k-shot classification with
 // the paper's protocol: classes uniformly without replacement, k + query
 // images per class without replacement (query 15 by default, at training and
 // test time alike), labels in random order, one-hot targets, rows

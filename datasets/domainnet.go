@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // DomainNetSide is the side DomainNet images are resized to for the
@@ -318,7 +318,7 @@ func DomainNetProtocol(target string, sameDomain bool) (train, val, test DomainS
 // replacement, labels in a random order, one-hot targets, rows
 // class-major. A task consumes the rng in a fixed order: the (support,
 // query) list pair, the way categories, then for each label its support
-// draws and its query draws. It implements engine.TaskSource and is safe
+// draws and its query draws. It implements task.Source and is safe
 // for concurrent use.
 type DomainEpisodes struct {
 	name             string
@@ -421,7 +421,7 @@ func (e *DomainEpisodes) Split() string { return e.name }
 
 // Sample fills b, which must be sized for this source (NS = way·shot,
 // NQ = way·query, InDim, OutDim way), with b.T episodes.
-func (e *DomainEpisodes) Sample(rng *rand.Rand, b *engine.Batch) {
+func (e *DomainEpisodes) Sample(rng *rand.Rand, b *task.Batch) {
 	checkBatch("DomainEpisodes", b, e.way, e.shot, e.query, e.in)
 	in := e.in
 	var order, images, other []int32

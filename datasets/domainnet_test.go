@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // fakeDomainNet is a DomainNet tree: dir/<domain>/<category>/<file>.jpg and
@@ -179,7 +179,7 @@ func TestDomainEpisodesCrossDomains(t *testing.T) {
 	if e.Name() != "domainnet" || e.InDim() != 108 || e.OutDim() != way {
 		t.Fatalf("Name %q, InDim %d", e.Name(), e.InDim())
 	}
-	var b engine.Batch
+	var b task.Batch
 	b.Resize(tasks, way*shot, way*query, e.InDim(), way)
 	e.Sample(rand.New(rand.NewPCG(5, 5)), &b)
 	pairs := map[string]int{}

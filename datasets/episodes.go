@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // Episodes draws N-way k-shot classification tasks from a class set, the
@@ -53,7 +53,7 @@ func (e *Episodes) Set() *ClassSet { return e.set }
 
 // Sample fills b, which must be sized for this source (NS = way·shot,
 // NQ = way·query, InDim 784, OutDim way), with b.T episodes.
-func (e *Episodes) Sample(rng *rand.Rand, b *engine.Batch) {
+func (e *Episodes) Sample(rng *rand.Rand, b *task.Batch) {
 	checkBatch("Episodes", b, e.way, e.shot, e.query, OmniglotPixels)
 	drawEpisodes(rng, b, omniglotClasses{e.set}, e.way, e.shot, e.query)
 }
@@ -119,14 +119,14 @@ func (e *ClassEpisodes) Source() ClassSource { return e.src }
 
 // Sample fills b, which must be sized for this source (NS = way·shot,
 // NQ = way·query, InDim, OutDim way), with b.T episodes.
-func (e *ClassEpisodes) Sample(rng *rand.Rand, b *engine.Batch) {
+func (e *ClassEpisodes) Sample(rng *rand.Rand, b *task.Batch) {
 	checkBatch("ClassEpisodes", b, e.way, e.shot, e.query, e.src.InDim())
 	drawEpisodes(rng, b, e.src, e.way, e.shot, e.query)
 }
 
 // checkBatch panics on a batch sized for another source: a programmer
 // error, not a data error.
-func checkBatch(who string, b *engine.Batch, way, shot, query, in int) {
+func checkBatch(who string, b *task.Batch, way, shot, query, in int) {
 	if b.NS != way*shot || b.NQ != way*query || b.InDim != in || b.OutDim != way {
 		panic(fmt.Sprintf("datasets: %s.Sample: batch sized %d support, %d query, %d→%d, want %d, %d, %d→%d",
 			who, b.NS, b.NQ, b.InDim, b.OutDim, way*shot, way*query, in, way))
@@ -144,7 +144,7 @@ type episodeClasses interface {
 // order is part of the contract (seeded runs must not change when the code
 // is refactored): per task, way class draws, then for each label in turn
 // shot+query image draws.
-func drawEpisodes(rng *rand.Rand, b *engine.Batch, set episodeClasses, way, shot, query int) {
+func drawEpisodes(rng *rand.Rand, b *task.Batch, set episodeClasses, way, shot, query int) {
 	in := b.InDim
 	classes := make([]int32, set.NumClasses())
 	var images []int32

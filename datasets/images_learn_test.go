@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // learnConfig is a tiny classifier in the shape of the image presets
@@ -35,7 +36,7 @@ func learnConfig(conv *engine.ConvSpec, embed []int, iters int) engine.Config {
 // runLearns trains cfg on train (validating on val) into a run directory,
 // tests on test — classes never seen in training — and wants accuracy
 // well above chance (1/3).
-func runLearns(t *testing.T, cfg engine.Config, train, val, test engine.TaskSource) {
+func runLearns(t *testing.T, cfg engine.Config, train, val, test task.Source) {
 	t.Helper()
 	m, err := engine.NewModel(cfg, train)
 	if err != nil {
@@ -63,9 +64,9 @@ func runLearns(t *testing.T, cfg engine.Config, train, val, test engine.TaskSour
 }
 
 // episodesOf builds the sources of splits for 3-way 2-shot tasks.
-func episodesOf(t *testing.T, cfg engine.Config, splits ...ClassSource) []engine.TaskSource {
+func episodesOf(t *testing.T, cfg engine.Config, splits ...ClassSource) []task.Source {
 	t.Helper()
-	var out []engine.TaskSource
+	var out []task.Source
 	for i, s := range splits {
 		q := cfg.Query
 		if i > 0 {
@@ -122,7 +123,7 @@ func TestDomainNetFixtureLearns(t *testing.T) {
 	train := DomainSplit{Name: "train", Support: []string{"clipart_train", "painting_train"}, Query: []string{"clipart_train", "painting_train"}}
 	val := DomainSplit{Name: "val", Support: []string{"clipart_test", "painting_test"}, Query: []string{"clipart_test", "painting_test"}}
 	test := DomainSplit{Name: "test", Support: []string{"clipart_test", "painting_test"}, Query: []string{"real_test"}}
-	var src []engine.TaskSource
+	var src []task.Source
 	for i, sp := range []DomainSplit{train, val, test} {
 		q := cfg.Query
 		if i > 0 {

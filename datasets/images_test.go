@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // decodeTo decodes an encoded image to w×h through the production path.
@@ -283,7 +283,7 @@ func TestClassEpisodesProtocol(t *testing.T) {
 			t.Fatal("no panic on a mis-sized batch")
 		}
 	}()
-	var bad engine.Batch
+	var bad task.Batch
 	bad.Resize(1, way*shot, way*query, 74, way)
 	e.Sample(rand.New(rand.NewPCG(1, 1)), &bad)
 }
@@ -301,8 +301,8 @@ func equalFloats(a, b []float64) bool {
 }
 
 // sampleClassEpisodes draws tasks episodes with a seeded rng.
-func sampleClassEpisodes(e engine.TaskSource, tasks int, seed uint64) *engine.Batch {
-	var b engine.Batch
+func sampleClassEpisodes(e task.Source, tasks int, seed uint64) *task.Batch {
+	var b task.Batch
 	type sizes interface {
 		Way() int
 		Shot() int

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 func TestOmniglotRealCounts(t *testing.T) {
@@ -117,7 +117,7 @@ func TestOmniglotRealSplits(t *testing.T) {
 }
 
 // batchHash fingerprints every number of a batch.
-func batchHash(b *engine.Batch) string {
+func batchHash(b *task.Batch) string {
 	h := sha256.New()
 	var u [8]byte
 	for _, s := range [][]float64{b.XS, b.YS, b.XQ, b.YQ} {
@@ -129,8 +129,8 @@ func batchHash(b *engine.Batch) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func sampleEpisodes(t testing.TB, e *Episodes, tasks int, seed uint64) *engine.Batch {
-	var b engine.Batch
+func sampleEpisodes(t testing.TB, e *Episodes, tasks int, seed uint64) *task.Batch {
+	var b task.Batch
 	b.Resize(tasks, e.Way()*e.Shot(), e.Way()*e.Query(), e.InDim(), e.OutDim())
 	e.Sample(rand.New(rand.NewPCG(seed, seed+1)), &b)
 	return &b
@@ -208,7 +208,7 @@ func BenchmarkEpisodeSample(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var batch engine.Batch
+	var batch task.Batch
 	batch.Resize(6, 5, 75, OmniglotPixels, 5)
 	rng := rand.New(rand.NewPCG(1, 1))
 	b.ReportAllocs()

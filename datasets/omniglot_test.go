@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // resize runs the Omniglot filter on a 105×105 ink image.
@@ -536,7 +536,7 @@ func TestNewEpisodesValidates(t *testing.T) {
 func TestEpisodesPanicOnMisSizedBatch(t *testing.T) {
 	o, _ := loadFake(t, newFakeOmniglot(1, 1), true, OmniglotOptions{NoCache: true})
 	e, _ := NewEpisodes(fakeSplit(t, o, allRotations(o)), 5, 1, 2)
-	var b engine.Batch
+	var b task.Batch
 	b.Resize(1, 5, 5, 784, 5)
 	defer func() {
 		if recover() == nil {

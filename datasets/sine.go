@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // Sine is the few-shot regression family of the paper (after MAML):
@@ -43,7 +43,7 @@ func fill(task SineTask, x, y []float64, rng *rand.Rand) {
 
 // Sample fills b with b.T tasks; support and query inputs are independent
 // uniform draws on [-5, 5].
-func (Sine) Sample(rng *rand.Rand, b *engine.Batch) {
+func (Sine) Sample(rng *rand.Rand, b *task.Batch) {
 	for t := 0; t < b.T; t++ {
 		task := DrawSineTask(rng)
 		fill(task, b.XS[t*b.NS:(t+1)*b.NS], b.YS[t*b.NS:(t+1)*b.NS], rng)
@@ -53,7 +53,7 @@ func (Sine) Sample(rng *rand.Rand, b *engine.Batch) {
 
 // SampleCurve draws one task with b.NS random support points and the truth
 // on grid as its query set.
-func (Sine) SampleCurve(rng *rand.Rand, b *engine.Batch, grid []float64) {
+func (Sine) SampleCurve(rng *rand.Rand, b *task.Batch, grid []float64) {
 	task := DrawSineTask(rng)
 	fill(task, b.XS[:b.NS], b.YS[:b.NS], rng)
 	for i, x := range grid {

@@ -5,12 +5,12 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 func TestSineTasksFollowThePaper(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var b engine.Batch
+	var b task.Batch
 	b.Resize(2000, 5, 10, 1, 1)
 	Sine{}.Sample(rng, &b)
 	for i, x := range append(append([]float64{}, b.XS...), b.XQ...) {
@@ -42,7 +42,7 @@ func TestSineTasksFollowThePaper(t *testing.T) {
 // from the support is not needed, the query must match the same function
 // that produced the support (checked through SampleCurve's grid).
 func TestSineSameSeedSameTasks(t *testing.T) {
-	var a, b engine.Batch
+	var a, b task.Batch
 	a.Resize(3, 5, 10, 1, 1)
 	b.Resize(3, 5, 10, 1, 1)
 	Sine{}.Sample(rand.New(rand.NewPCG(9, 9)), &a)
@@ -56,7 +56,7 @@ func TestSineSameSeedSameTasks(t *testing.T) {
 
 func TestSineCurveIsTheTruthOnTheGrid(t *testing.T) {
 	grid := []float64{-5, -2.5, 0, 2.5, 5}
-	var b engine.Batch
+	var b task.Batch
 	b.Resize(1, 4, len(grid), 1, 1)
 	rng := rand.New(rand.NewPCG(4, 4))
 	Sine{}.SampleCurve(rng, &b, grid)

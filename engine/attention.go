@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
+	"github.com/mkbench/mkbench/engine/task"
 	"gonum.org/v1/gonum/floats"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -284,7 +285,7 @@ func (op *attOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgon
 func (op *attOp) forward(out, q, k []float64, d attDims) {
 	st := op.st
 	st.dims = d
-	st.w = grow(st.w, d.T*d.m*d.n)
+	st.w = task.Grow(st.w, d.T*d.m*d.n)
 	attForward(out, st.w, q, k, d)
 	st.gen++
 	st.valid = true
@@ -389,15 +390,15 @@ func (op *attGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 		// Only reachable if the forward op did not run on these inputs:
 		// recompute the weights, and do not trust the shared gradients.
 		st.dims = d
-		st.w = grow(st.w, d.T*d.m*d.n)
+		st.w = task.Grow(st.w, d.T*d.m*d.n)
 		attForward(make([]float64, d.T*d.m*d.f), st.w, q, k, d)
 		st.gen++
 		st.valid = true
 	}
 	if sh.gen != st.gen || sh.dq == nil {
-		sh.dq = grow(sh.dq, d.T*d.m*d.f)
-		sh.dk = grow(sh.dk, d.T*d.n*d.f)
-		sh.scratch = grow(sh.scratch, d.T*d.n)
+		sh.dq = task.Grow(sh.dq, d.T*d.m*d.f)
+		sh.dk = task.Grow(sh.dk, d.T*d.n*d.f)
+		sh.scratch = task.Grow(sh.scratch, d.T*d.n)
 		attBackward(sh.dq, sh.dk, q, k, st.w, g, sh.scratch, d)
 		sh.gen = st.gen
 	}

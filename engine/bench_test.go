@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // sineLike is a stand-in for datasets.Sine (engine tests cannot import
@@ -15,7 +17,7 @@ func (sineLike) Name() string             { return "sine" }
 func (sineLike) InDim() int               { return 1 }
 func (sineLike) OutDim() int              { return 1 }
 func (sineLike) Domain() (lo, hi float64) { return -5, 5 }
-func (s sineLike) Sample(rng *rand.Rand, b *Batch) {
+func (s sineLike) Sample(rng *rand.Rand, b *task.Batch) {
 	for t := 0; t < b.T; t++ {
 		a, w, ph := 0.1+4.9*rng.Float64(), 0.8+0.4*rng.Float64(), 3.14159*rng.Float64()
 		for i := 0; i < b.NS; i++ {
@@ -28,7 +30,7 @@ func (s sineLike) Sample(rng *rand.Rand, b *Batch) {
 		}
 	}
 }
-func (s sineLike) SampleCurve(rng *rand.Rand, b *Batch, grid []float64) {
+func (s sineLike) SampleCurve(rng *rand.Rand, b *task.Batch, grid []float64) {
 	a, w, ph := 0.1+4.9*rng.Float64(), 0.8+0.4*rng.Float64(), 3.14159*rng.Float64()
 	for i := 0; i < b.NS; i++ {
 		b.XS[i] = -5 + 10*rng.Float64()

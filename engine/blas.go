@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"sync"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -20,9 +22,17 @@ func (fastBLAS) Dgemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []flo
 	dgemm.Gemm(tA != blas.NoTrans, tB != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// Installing it is process-wide by nature (both libraries keep one BLAS);
-// it happens once, before any graph exists, and changes speed only.
-func init() {
-	blas64.Use(fastBLAS{})
-	G.Use(fastBLAS{})
+var blasOnce sync.Once
+
+// UseFastBLAS installs fastBLAS as gonum's and gorgonia's BLAS. Installing
+// it is process-wide by nature (both libraries keep one BLAS), so it is an
+// explicit call rather than a side effect of importing the engine: NewModel
+// makes it before it builds a graph, and a program may make it earlier.
+// It changes speed and rounding, never shapes; every model run in a process
+// sees the same BLAS, so equal seeds give equal numbers.
+func UseFastBLAS() {
+	blasOnce.Do(func() {
+		blas64.Use(fastBLAS{})
+		G.Use(fastBLAS{})
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 const checkpointVersion = 1
@@ -100,7 +102,7 @@ func (c *Checkpoint) restore(m *Model, opt *Optimizer) error {
 }
 
 // LoadModel rebuilds the model saved in a checkpoint file, for evaluation.
-func LoadModel(path string, src TaskSource) (*Model, *Checkpoint, error) {
+func LoadModel(path string, src task.Source) (*Model, *Checkpoint, error) {
 	c, err := LoadCheckpoint(path)
 	if err != nil {
 		return nil, nil, err
@@ -113,7 +115,7 @@ func LoadModel(path string, src TaskSource) (*Model, *Checkpoint, error) {
 }
 
 // Model rebuilds the checkpoint's model on its task family src.
-func (c *Checkpoint) Model(src TaskSource) (*Model, error) {
+func (c *Checkpoint) Model(src task.Source) (*Model, error) {
 	if c.Source != src.Name() {
 		return nil, fmt.Errorf("%w: trained on %q, not %q", ErrBadCheckpoint, c.Source, src.Name())
 	}

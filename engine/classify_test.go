@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -51,7 +52,7 @@ type blobs struct{ way, side int }
 func (s blobs) Name() string { return "blobs" }
 func (s blobs) InDim() int   { return s.side * s.side }
 func (s blobs) OutDim() int  { return s.way }
-func (s blobs) Sample(rng *rand.Rand, b *Batch) {
+func (s blobs) Sample(rng *rand.Rand, b *task.Batch) {
 	in := s.InDim()
 	tmpl := make([]float64, s.way*in)
 	fill := func(x, y []float64, rows int) {
@@ -244,7 +245,7 @@ type panickySource struct {
 	calls *int
 }
 
-func (p panickySource) Sample(rng *rand.Rand, b *Batch) {
+func (p panickySource) Sample(rng *rand.Rand, b *task.Batch) {
 	*p.calls++
 	if *p.calls > p.after {
 		panic("broken source")

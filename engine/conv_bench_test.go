@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -95,7 +96,7 @@ func BenchmarkConv4Step(b *testing.B) {
 				b.Fatal(err)
 			}
 			d := gv.Data().([]float64)
-			grads[j] = grow(grads[j], len(d))
+			grads[j] = task.Grow(grads[j], len(d))
 			copy(grads[j], d)
 			clear(d)
 		}

@@ -8,6 +8,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // activation is the element-wise function a Dense layer applies.
@@ -50,7 +51,7 @@ func Dense(x, w, b *G.Node, act activation, diffX bool) (*G.Node, error) {
 		},
 		bwd: func(in [][]float64, s []tensor.Shape, out, g []float64, gr [][]float64) {
 			n, k, m := s[0][0], s[0][1], s[1][1]
-			pre = grow(pre, n*m)
+			pre = task.Grow(pre, n*m)
 			activateGradRow(act, pre, g, out)
 			if gr[0] != nil {
 				dgemm.Gemm(false, true, n, k, m, 1, pre, m, in[1], m, 0, gr[0], k)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // EvalResult is a metric over fresh tasks with its 95% confidence interval.
@@ -41,13 +43,13 @@ func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, er
 
 // EvaluateOn is Evaluate on tasks drawn from src instead of the model's own
 // task source: a test split, or the same family at another way or shot.
-func (m *Model) EvaluateOn(src TaskSource, tasks, query, samples int, seed uint64) (EvalResult, error) {
+func (m *Model) EvaluateOn(src task.Source, tasks, query, samples int, seed uint64) (EvalResult, error) {
 	return m.evaluate(src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
 }
 
 // evaluate is Evaluate on tasks from src, with tasks and noise from the
 // given random streams.
-func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
+func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
 	if tasks <= 0 || query <= 0 || samples <= 0 {
 		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
 	}
@@ -56,9 +58,9 @@ func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, 
 	if c.Classify() {
 		res.Metric = "accuracy"
 	}
-	taskRNG := streamRNG(seed, taskStream, 0)
+	taskRNG := task.Stream(seed, taskStream, 0)
 	state := m.State.clone()
-	var b Batch
+	var b task.Batch
 	var mean, prob []float64
 	ns, nq := c.SupportPoints(), query*max(c.Way, 1)
 	out := src.OutDim()
@@ -76,12 +78,12 @@ func (m *Model) evaluate(src TaskSource, taskStream, noiseStream uint64, tasks, 
 		b.Resize(T, ns, nq, src.InDim(), out)
 		src.Sample(taskRNG, &b)
 		n := len(b.YQ)
-		mean = grow(mean, n)
+		mean = task.Grow(mean, n)
 		clear(mean)
-		prob = grow(prob, out)
+		prob = task.Grow(prob, out)
 		var next LSTMState
 		for s := 0; s < samples; s++ {
-			m.drawNoise(streamRNG(seed, noiseStream, uint64(batch*samples+s)), T)
+			m.drawNoise(task.Stream(seed, noiseStream, uint64(batch*samples+s)), T)
 			st := state.clone()
 			if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 				return res, err
@@ -170,18 +172,18 @@ type Display struct {
 
 const displayGrid = 100
 
-// Display computes the display snapshot for display task number task (a
+// Display computes the display snapshot for display task number which (a
 // fixed stream, so the same number gives the same task in every run).
 // Classification tasks have no curve: their snapshot holds the bases only,
 // from one draw. Other task families without a curve give nil.
-func (m *Model) Display(iter, task, draws int) (*Display, error) {
+func (m *Model) Display(iter, which, draws int) (*Display, error) {
 	c := m.Cfg
-	cs, ok := m.Src.(CurveSource)
+	cs, ok := m.Src.(task.CurveSource)
 	if !ok {
 		if !c.Classify() {
 			return nil, nil
 		}
-		return m.basesDisplay(iter, task)
+		return m.basesDisplay(iter, which)
 	}
 	gr, err := m.graph(shape{T: 1, NS: c.SupportPoints(), NQ: displayGrid})
 	if err != nil {
@@ -192,16 +194,16 @@ func (m *Model) Display(iter, task, draws int) (*Display, error) {
 	for i := range grid {
 		grid[i] = lo + (hi-lo)*float64(i)/float64(displayGrid-1)
 	}
-	var b Batch
+	var b task.Batch
 	b.Resize(1, c.SupportPoints(), displayGrid, 1, 1)
-	cs.SampleCurve(streamRNG(c.Seed, streamDisplayTask, uint64(task)), &b, grid)
+	cs.SampleCurve(task.Stream(c.Seed, streamDisplayTask, uint64(which)), &b, grid)
 	d := &Display{Iter: iter, D: c.Bases, Dim: c.FeatureDim(), GridX: grid, Draws: draws,
 		Truth:    append([]float64(nil), b.YQ...),
 		SupportX: append([]float64(nil), b.XS...), SupportY: append([]float64(nil), b.YS...),
 		PredMean: make([]float64, displayGrid), PredSD: make([]float64, displayGrid)}
 	sq := make([]float64, displayGrid)
 	for s := 0; s < draws; s++ {
-		m.drawNoise(streamRNG(c.Seed, streamDisplayNoise, uint64(iter)*1024+uint64(s)), 1)
+		m.drawNoise(task.Stream(c.Seed, streamDisplayNoise, uint64(iter)*1024+uint64(s)), 1)
 		st := m.State.clone()
 		if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 			return nil, err
@@ -251,17 +253,17 @@ func (m *Model) omegaSteps(gr *graph) [][]float64 {
 
 // basesDisplay is Display for a classification task: one draw of its
 // bases, so that the workbench can show them after each flow step.
-func (m *Model) basesDisplay(iter, task int) (*Display, error) {
+func (m *Model) basesDisplay(iter, which int) (*Display, error) {
 	c := m.Cfg
 	sh := shape{T: 1, NS: c.SupportPoints(), NQ: c.QueryPoints()}
 	gr, err := m.graph(sh)
 	if err != nil {
 		return nil, err
 	}
-	var b Batch
+	var b task.Batch
 	b.Resize(1, sh.NS, sh.NQ, m.Src.InDim(), m.Src.OutDim())
-	m.Src.Sample(streamRNG(c.Seed, streamDisplayTask, uint64(task)), &b)
-	m.drawNoise(streamRNG(c.Seed, streamDisplayNoise, uint64(iter)*1024), 1)
+	m.Src.Sample(task.Stream(c.Seed, streamDisplayTask, uint64(which)), &b)
+	m.drawNoise(task.Stream(c.Seed, streamDisplayNoise, uint64(iter)*1024), 1)
 	st := m.State.clone()
 	if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/mkbench/mkbench/engine/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -40,7 +41,7 @@ func reparam(mu, logvar, eps *G.Node, diffEps bool) (*G.Node, error) {
 		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
 			mu, lv, eps := in[0], in[1], in[2]
 			T, D, d, ld := s[2][0], s[2][1], s[0][1], s[2][2]
-			sd = grow(sd, d)
+			sd = task.Grow(sd, d)
 			for t := 0; t < T; t++ {
 				m := mu[t*d : (t+1)*d]
 				for k := range sd {
@@ -131,7 +132,7 @@ func GaussKL(mq, lq, mp, lp *G.Node) (*G.Node, error) {
 	// kernelOp always runs after a forward on the same inputs.
 	var vq, ip []float64
 	exps := func(lq, lp []float64) {
-		vq, ip = grow(vq, len(lq)), grow(ip, len(lp))
+		vq, ip = task.Grow(vq, len(lq)), task.Grow(ip, len(lp))
 		for i, v := range lq {
 			vq[i] = math.Exp(v)
 		}
@@ -210,7 +211,7 @@ func GaussLogDensity(omega, mu, lv *G.Node) (*G.Node, error) {
 		fwd: func(in [][]float64, s []tensor.Shape, out []float64) {
 			w, mu, lv := in[0], in[1], in[2]
 			T, D, d, m := s[0][0], s[0][1], s[0][2], s[1][1]
-			s1, s2 = grow(s1, T*d), grow(s2, T*d)
+			s1, s2 = task.Grow(s1, T*d), task.Grow(s2, T*d)
 			clear(s1)
 			clear(s2)
 			for t := 0; t < T; t++ {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chewxy/hm"
+	"github.com/mkbench/mkbench/engine/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -78,7 +79,7 @@ func (op *kernelOp) apply(in ...*G.Node) (*G.Node, error) {
 // that a caller who keeps a node's value across runs sees it overwritten, so
 // values read out of a run are copied before the next one.
 func ownedTensor(buf *[]float64, shape tensor.Shape) (*tensor.Dense, []float64) {
-	*buf = grow(*buf, shape.TotalSize())
+	*buf = task.Grow(*buf, shape.TotalSize())
 	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(*buf)), *buf
 }
 
@@ -212,7 +213,7 @@ func (op *kernelOp) grads(vs []G.Value) ([][]float64, []tensor.Shape, error) {
 	}
 	for i := 0; i < n; i++ {
 		if op.diff[i] {
-			g[i] = grow(g[i], len(in[i]))
+			g[i] = task.Grow(g[i], len(in[i]))
 			clear(g[i])
 		}
 	}

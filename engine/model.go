@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/mkbench/mkbench/engine/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -595,7 +596,7 @@ func (gr *graph) addGrads(dst [][]float64) error {
 		}
 		k := gr.paramIdx[i]
 		if len(dst[k]) == 0 {
-			dst[k] = grow(dst[k], len(g))
+			dst[k] = task.Grow(dst[k], len(g))
 			copy(dst[k], g)
 		} else {
 			for j, v := range g {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // Random streams. Every random draw comes from a PCG seeded by (run seed,
@@ -24,10 +25,6 @@ const (
 	streamValTasks
 	streamValNoise
 )
-
-func streamRNG(seed, stream, index uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(seed^(stream*0x9e3779b97f4a7c15), index))
-}
 
 // LSTMState is the carried context state, one (h, c) per direction.
 type LSTMState struct {
@@ -47,7 +44,7 @@ func (s LSTMState) clone() LSTMState {
 // graphs built so far. It is owned by one goroutine.
 type Model struct {
 	Cfg    Config
-	Src    TaskSource
+	Src    task.Source
 	Params *Params
 	State  LSTMState
 
@@ -82,18 +79,19 @@ type noise struct {
 // stepInput is the data of one training iteration.
 type stepInput struct {
 	iter  int
-	batch Batch
+	batch task.Batch
 	noise noise
 	panic any // recovered from the prefetch that drew it
 }
 
 // NewModel initializes a model's parameters from cfg.Seed.
-func NewModel(cfg Config, src TaskSource) (*Model, error) {
+func NewModel(cfg Config, src task.Source) (*Model, error) {
+	UseFastBLAS()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}, stages: map[shape]*staged{}}
-	m.Params = newParams(cfg, src.InDim(), src.OutDim(), streamRNG(cfg.Seed, streamInit, 0))
+	m.Params = newParams(cfg, src.InDim(), src.OutDim(), task.Stream(cfg.Seed, streamInit, 0))
 	if cfg.Context != ContextNone {
 		for k := 0; k < 2; k++ {
 			m.State.H[k] = make([]float64, cfg.InferHidden)
@@ -144,9 +142,9 @@ const drawChunk = 8192
 // between chunks of the draw; it may block (the prefetch waits there while
 // the model's task stages have both cores). The numbers do not depend on it.
 func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
-	n.eps = grow(n.eps, T*D*f)
-	n.phase = grow(n.phase, T*D)
-	n.logq0c = grow(n.logq0c, T)
+	n.eps = task.Grow(n.eps, T*D*f)
+	n.phase = task.Grow(n.phase, T*D)
+	n.logq0c = task.Grow(n.logq0c, T)
 	// ε is Box–Muller on xoshiro256+ bits, both vectorized (dgemm.Normals,
 	// dgemm.Bits): rand's ziggurat NormFloat64 took ~0.8 ms per sine step,
 	// the largest single cost of vrf+ctx, now ~0.45 ms. The generator is
@@ -157,7 +155,7 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 			pause()
 		}
 		chunk := n.eps[lo:min(lo+drawChunk, len(n.eps))]
-		n.bits = grow(n.bits, 2*((len(chunk)+1)/2))
+		n.bits = task.Grow(n.bits, 2*((len(chunk)+1)/2))
 		n.gen.Fill(n.bits)
 		dgemm.Normals(chunk, n.bits)
 	}
@@ -183,8 +181,8 @@ func (m *Model) prepare(iter int, in *stepInput, pause func()) {
 	c := m.Cfg
 	in.iter = iter
 	in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
-	m.Src.Sample(streamRNG(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
-	in.noise.draw(streamRNG(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim(), pause)
+	m.Src.Sample(task.Stream(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
+	in.noise.draw(task.Stream(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim(), pause)
 }
 
 // busyGate holds the prefetch back while the model's own task stages run
@@ -269,7 +267,7 @@ func (m *Model) waitPrefetch() {
 // run binds a batch, noise and context state to gr and executes it. When
 // state is non-nil it is advanced to the LSTM's final state. bound, if
 // set, is called once the inputs are copied into the graph.
-func (m *Model) run(gr *graph, b *Batch, nz *noise, state *LSTMState, bound func()) (err error) {
+func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("engine: model run panicked: %v", r)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/chewxy/hm"
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/task"
 	"gonum.org/v1/gonum/blas"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -264,7 +265,7 @@ func (op *rffOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgon
 
 func (op *rffOp) forward(z, x, omega, b []float64, d rffDims) {
 	op.st.dims = d
-	op.st.sin = grow(op.st.sin, d.T*d.n*d.D)
+	op.st.sin = task.Grow(op.st.sin, d.T*d.n*d.D)
 	rffForward(z, op.st.sin, x, omega, b, d)
 	op.st.valid = true
 }
@@ -356,7 +357,7 @@ func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 	if !op.st.valid || op.st.dims != d {
 		// Only reachable if the forward op did not run on these inputs
 		// (e.g. a machine built on part of the graph): recompute.
-		op.sin = grow(op.sin, d.T*d.n*d.D)
+		op.sin = task.Grow(op.sin, d.T*d.n*d.D)
 		z := make([]float64, d.T*d.n*d.D)
 		rffForward(z, op.sin, x, omega, b, d)
 		sinv = op.sin
@@ -375,7 +376,7 @@ func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 	} else {
 		out, data = ownedTensor(&op.out, shape)
 	}
-	op.scratch = grow(op.scratch, d.T*d.n*d.D)
+	op.scratch = task.Grow(op.scratch, d.T*d.n*d.D)
 	if op.wrt == 0 {
 		rffBackward(data, nil, x, omega, sinv, g, op.scratch, d)
 	} else {

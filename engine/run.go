@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"time"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // Snapshot is a copy of the run's state handed to an Observer. The engine
@@ -64,7 +66,7 @@ type RunOptions struct {
 	// Val, when set with cfg.ValEvery, is validated on during training (the
 	// validation split); Test, when set, is what the final evaluation draws
 	// its tasks from (the test split) instead of the training source.
-	Val, Test TaskSource
+	Val, Test task.Source
 }
 
 // Result is what a finished or interrupted run produced.
@@ -165,7 +167,7 @@ type RunConfig struct {
 // checkpointing to opts.Dir, and evaluating at the end. Cancelling ctx
 // stops the run after a checkpoint and returns the context's error with
 // Interrupted set. A panic inside the engine is returned as an error.
-func Run(ctx context.Context, cfg Config, src TaskSource, opts RunOptions, obs Observer) (res Result, err error) {
+func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs Observer) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("engine: internal error: %v\n%s", r, debug.Stack())

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 func tinyConfig(variant string, iters int) Config {
@@ -21,7 +23,7 @@ func tinyConfig(variant string, iters int) Config {
 	return c
 }
 
-func runTo(t *testing.T, cfg Config, src TaskSource, dir string, obs Observer) Result {
+func runTo(t *testing.T, cfg Config, src task.Source, dir string, obs Observer) Result {
 	t.Helper()
 	res, err := Run(context.Background(), cfg, src, RunOptions{Preset: "test", Dir: dir}, obs)
 	if err != nil {
@@ -147,7 +149,7 @@ type nanAfter struct {
 	n, calls int
 }
 
-func (s *nanAfter) Sample(rng *rand.Rand, b *Batch) {
+func (s *nanAfter) Sample(rng *rand.Rand, b *task.Batch) {
 	s.sineLike.Sample(rng, b)
 	if s.calls++; s.calls > s.n {
 		b.YQ[0] = math.NaN()

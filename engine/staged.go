@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"sync"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // taskStages is the number of task stages a training step's meta-batch is
@@ -185,7 +187,7 @@ func runGraph(gr *graph, dropSeed uint64) error {
 // success) advancing the carried context state, and leaves the gradient of
 // every parameter in grads (indexed like ps.List). bound is called once the
 // inputs are copied.
-func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound func(), grads *[][]float64) (stats StepStats, err error) {
+func (st *staged) run(ps *Params, b *task.Batch, nz *noise, state *LSTMState, bound func(), grads *[][]float64) (stats StepStats, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("engine: model run panicked: %v", r)
@@ -225,7 +227,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 
 	if st.dirs > 0 {
 		// 1, 2: summaries, then the LSTM forward over all tasks.
-		st.sbar = grow(st.sbar, T*H)
+		st.sbar = task.Grow(st.sbar, T*H)
 		if st.mlp != nil {
 			st.mlp.forward(ps, b.XS, b.YS, T, NS, st.sbar)
 		} else {
@@ -237,7 +239,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 			}
 		}
 		for k := 0; k < st.dirs; k++ {
-			st.out[k] = grow(st.out[k], T*H)
+			st.out[k] = task.Grow(st.out[k], T*H)
 			LSTMForward(&st.lstm[k], st.sbar, ps.List[st.lstmW[k]].Data, ps.List[st.lstmB[k]].Data,
 				state.H[k], state.C[k], T, H, H, k == 1, st.out[k])
 		}
@@ -281,7 +283,7 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 	// 4: the LSTM backward.
 	cd := st.dirs * H
 	for k := 0; k < st.dirs; k++ {
-		st.dOut[k] = grow(st.dOut[k], T*H)
+		st.dOut[k] = task.Grow(st.dOut[k], T*H)
 	}
 	for r, gr := range st.tasks {
 		g, err := takeGrad(gr.hIn)
@@ -296,14 +298,14 @@ func (st *staged) run(ps *Params, b *Batch, nz *noise, state *LSTMState, bound f
 		}
 		clear(g)
 	}
-	st.dSbar = grow(st.dSbar, T*H)
+	st.dSbar = task.Grow(st.dSbar, T*H)
 	clear(st.dSbar)
 	var dx []float64
 	for k := 0; k < st.dirs; k++ {
 		w, bias := ps.List[st.lstmW[k]], ps.List[st.lstmB[k]]
-		dw := grow((*grads)[st.lstmW[k]], len(w.Data))
-		db := grow((*grads)[st.lstmB[k]], len(bias.Data))
-		dx = grow(dx, T*H)
+		dw := task.Grow((*grads)[st.lstmW[k]], len(w.Data))
+		db := task.Grow((*grads)[st.lstmB[k]], len(bias.Data))
+		dx = task.Grow(dx, T*H)
 		LSTMBackward(&st.lstm[k], st.sbar, w.Data, st.dOut[k], dx, dw, db)
 		(*grads)[st.lstmW[k]], (*grads)[st.lstmB[k]] = dw, db
 		for i, v := range dx {

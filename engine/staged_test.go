@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // The staged training step (summaries, LSTM, task stages, LSTM backward,
@@ -107,9 +109,9 @@ func TestStagedStepMatchesOneGraph(t *testing.T) {
 
 // stepCase is a five-task meta-batch of the variant, sine-like or 3-way
 // classification (without dropout: the stages' nets draw their own masks).
-func stepCase(variant string, classify bool) (Config, TaskSource) {
+func stepCase(variant string, classify bool) (Config, task.Source) {
 	cfg := smallConfig(variant)
-	var src TaskSource = sineLike{}
+	var src task.Source = sineLike{}
 	if classify {
 		cfg = classConfig(variant, 1)
 		src = blobs{way: 3, side: 7}

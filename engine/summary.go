@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // mlpSummary computes the task summaries s̄ of a regression model whose ψ
@@ -59,11 +60,11 @@ func (s *mlpSummary) forward(ps *Params, xs, ys []float64, T, n int, sbar []floa
 	x, k := xs, s.in
 	for l := range s.embedW {
 		m := len(ps.List[s.embedB[l]].Data)
-		s.acts[l] = grow(s.acts[l], rows*m)
+		s.acts[l] = task.Grow(s.acts[l], rows*m)
 		mlpDense(s.acts[l], x, ps.List[s.embedW[l]].Data, ps.List[s.embedB[l]].Data, rows, k, m, actReLU)
 		x, k = s.acts[l], m
 	}
-	s.cat = grow(s.cat, rows*(k+s.out))
+	s.cat = task.Grow(s.cat, rows*(k+s.out))
 	for i := 0; i < rows; i++ {
 		copy(s.cat[i*(k+s.out):], x[i*k:(i+1)*k])
 		copy(s.cat[i*(k+s.out)+k:], ys[i*s.out:(i+1)*s.out])
@@ -71,7 +72,7 @@ func (s *mlpSummary) forward(ps *Params, xs, ys []float64, T, n int, sbar []floa
 	x, k = s.cat, k+s.out
 	for l := range s.inferW {
 		a := len(s.embedW) + l
-		s.acts[a] = grow(s.acts[a], rows*s.H)
+		s.acts[a] = task.Grow(s.acts[a], rows*s.H)
 		mlpDense(s.acts[a], x, ps.List[s.inferW[l]].Data, ps.List[s.inferB[l]].Data, rows, k, s.H, actELU)
 		x, k = s.acts[a], s.H
 	}
@@ -96,7 +97,7 @@ func (s *mlpSummary) backward(ps *Params, xs []float64, T, n int, dsbar []float6
 	rows := T * n
 	ne := len(s.embedW)
 	// Through the mean: every row of task t gets dsbar[t]/n.
-	d := grow(s.delta[0], rows*s.H)
+	d := task.Grow(s.delta[0], rows*s.H)
 	for t := 0; t < T; t++ {
 		for i := 0; i < n; i++ {
 			for j, v := range dsbar[t*s.H : (t+1)*s.H] {
@@ -127,14 +128,14 @@ func (s *mlpSummary) backward(ps *Params, xs []float64, T, n int, dsbar []float6
 		if l > 0 {
 			x, k = s.acts[ne+l-1], s.H
 		}
-		dx := grow(s.delta[other], rows*k)
+		dx := task.Grow(s.delta[other], rows*k)
 		s.delta[other] = dx
 		dense(s.inferW[l], s.inferB[l], x, s.acts[ne+l], k, s.H, actELU, s.delta[cur], dx)
 		cur, other = other, cur
 	}
 	// s.delta[cur] is the gradient w.r.t. [ψ(x), y]; keep ψ's columns.
 	dcat, k := s.delta[cur], s.f+s.out
-	dF := grow(s.delta[other], rows*s.f)
+	dF := task.Grow(s.delta[other], rows*s.f)
 	for i := 0; i < rows; i++ {
 		copy(dF[i*s.f:(i+1)*s.f], dcat[i*k:i*k+s.f])
 	}
@@ -148,7 +149,7 @@ func (s *mlpSummary) backward(ps *Params, xs []float64, T, n int, dsbar []float6
 		m := len(ps.List[s.embedB[l]].Data)
 		var dx []float64
 		if l > 0 {
-			dx = grow(s.delta[other], rows*kin)
+			dx = task.Grow(s.delta[other], rows*kin)
 			s.delta[other] = dx
 		}
 		dense(s.embedW[l], s.embedB[l], x, s.acts[l], kin, m, actReLU, s.delta[cur], dx)
@@ -159,7 +160,7 @@ func (s *mlpSummary) backward(ps *Params, xs []float64, T, n int, dsbar []float6
 // addGemmGrad lets fn add into grads[i], which starts at zero if empty.
 func addGemmGrad(grads [][]float64, i, n int, fn func(g []float64)) {
 	if len(grads[i]) == 0 {
-		grads[i] = grow(grads[i], n)
+		grads[i] = task.Grow(grads[i], n)
 		clear(grads[i])
 	}
 	fn(grads[i])

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // MAML is the variant name of the MAML baseline (Finn et al. 2017), the
@@ -31,7 +32,7 @@ type BaselineJob struct {
 	Config engine.Config
 	// Train is the training task source; Test, when not nil, is what the
 	// final evaluation draws from (as engine.RunOptions.Test).
-	Train, Test engine.TaskSource
+	Train, Test task.Source
 	// Dir is the run's own directory inside the experiment. The baseline
 	// keeps its files (checkpoints, metrics.jsonl in the engine's format if
 	// it can, for the learning curves) there; when Dir holds an

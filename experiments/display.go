@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // Files the experiments add to a regression run directory: what its
@@ -84,8 +85,8 @@ func evalCheckpoint(dir string) (string, string) {
 // ensureDisplays writes fits.json (and omega.json for flow variants) into
 // a finished regression run directory unless they are there already.
 // Classification runs have no display and get nothing.
-func ensureDisplays(dir string, src engine.TaskSource, tasks int) error {
-	if _, ok := src.(engine.CurveSource); !ok {
+func ensureDisplays(dir string, src task.Source, tasks int) error {
+	if _, ok := src.(task.CurveSource); !ok {
 		return nil
 	}
 	_, errF := os.Stat(filepath.Join(dir, FileFits))
@@ -166,8 +167,8 @@ func fitOf(task int, d *engine.Display) Fit {
 // support) is a function of the seed, the shot and the task number only,
 // so any model of that seed draws the same ones; an untrained RBF model
 // is the cheapest.
-func displayTasks(cfg engine.Config, src engine.TaskSource, tasks int) ([]Fit, error) {
-	if _, ok := src.(engine.CurveSource); !ok {
+func displayTasks(cfg engine.Config, src task.Source, tasks int) ([]Fit, error) {
+	if _, ok := src.(task.CurveSource); !ok {
 		return nil, nil
 	}
 	if err := cfg.ApplyVariant("rbf", 0); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // MAMLConfig describes MAML (Finn et al. 2017) on sine regression, the
@@ -100,10 +100,6 @@ const (
 	mamlStreamEvalTasks  uint64 = 4
 )
 
-func mamlStreamRNG(seed, stream, index uint64) *rand.Rand {
-	return rand.New(rand.NewPCG(seed^(stream*0x9e3779b97f4a7c15), index))
-}
-
 // MAMLModel is a meta-trained initialization and its optimizer state.
 type MAMLModel struct {
 	Cfg          MAMLConfig
@@ -119,7 +115,7 @@ type MAMLModel struct {
 
 	window mamlWindow // MAMLBaseline's partial metrics row
 	net    *mamlNet
-	src    engine.TaskSource
+	src    task.Source
 }
 
 // NewMAML initializes a model from cfg.Seed (MAML's reference
@@ -132,11 +128,11 @@ func NewMAML(cfg MAMLConfig) (*MAMLModel, error) {
 }
 
 // newMAMLOn is NewMAML for a validated cfg on any regression family.
-func newMAMLOn(cfg MAMLConfig, src engine.TaskSource) *MAMLModel {
+func newMAMLOn(cfg MAMLConfig, src task.Source) *MAMLModel {
 	cfg.Hidden = append([]int(nil), cfg.Hidden...)
 	net := newMAMLNet(src.InDim(), cfg.Hidden, src.OutDim())
 	m := &MAMLModel{Cfg: cfg, Params: make([]float64, net.n), M: make([]float64, net.n), V: make([]float64, net.n), net: net, src: src}
-	net.init(m.Params, mamlStreamRNG(cfg.Seed, mamlStreamInit, 0))
+	net.init(m.Params, task.Stream(cfg.Seed, mamlStreamInit, 0))
 	return m
 }
 
@@ -193,7 +189,7 @@ func (m *MAMLModel) train(ctx context.Context, after func() error) error {
 	}
 	losses := make([]float64, T)
 	g := make([]float64, net.n)
-	var b engine.Batch
+	var b task.Batch
 	in, out := m.src.InDim(), m.src.OutDim()
 	for m.Iter < m.Cfg.Iters {
 		if err := ctx.Err(); err != nil {
@@ -201,7 +197,7 @@ func (m *MAMLModel) train(ctx context.Context, after func() error) error {
 		}
 		t0 := time.Now()
 		b.Resize(T, ns, nq, in, out)
-		m.src.Sample(mamlStreamRNG(c.Seed, mamlStreamTrainTasks, uint64(m.Iter)), &b)
+		m.src.Sample(task.Stream(c.Seed, mamlStreamTrainTasks, uint64(m.Iter)), &b)
 		mamlParallelFor(T, workers, func(w, t int) {
 			losses[t] = work[w].metaGrad(net, m.Params,
 				b.XS[t*ns*in:(t+1)*ns*in], b.YS[t*ns*out:(t+1)*ns*out],
@@ -281,7 +277,7 @@ func (m *MAMLModel) Evaluate(tasks, query int, seed uint64) (engine.EvalResult, 
 }
 
 // evaluateOn is Evaluate on tasks from src (a test split of the family).
-func (m *MAMLModel) evaluateOn(src engine.TaskSource, tasks, query int, seed uint64) (engine.EvalResult, error) {
+func (m *MAMLModel) evaluateOn(src task.Source, tasks, query int, seed uint64) (engine.EvalResult, error) {
 	if tasks <= 0 || query <= 0 {
 		return engine.EvalResult{}, fmt.Errorf("experiments: evaluation needs positive tasks and query, got %d and %d", tasks, query)
 	}
@@ -292,11 +288,11 @@ func (m *MAMLModel) evaluateOn(src engine.TaskSource, tasks, query int, seed uin
 	ns, in, out := c.Shot, src.InDim(), src.OutDim()
 	// Draw every task first, in the engine's batches of MetaBatch tasks,
 	// so the stream is consumed exactly as engine.Model.Evaluate does.
-	rng := mamlStreamRNG(seed, mamlStreamEvalTasks, 0)
-	batches := make([]engine.Batch, 0, (tasks+c.MetaBatch-1)/c.MetaBatch)
+	rng := task.Stream(seed, mamlStreamEvalTasks, 0)
+	batches := make([]task.Batch, 0, (tasks+c.MetaBatch-1)/c.MetaBatch)
 	for done := 0; done < tasks; {
 		T := min(c.MetaBatch, tasks-done)
-		var b engine.Batch
+		var b task.Batch
 		b.Resize(T, ns, query, in, out)
 		src.Sample(rng, &b)
 		batches = append(batches, b)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -303,9 +304,9 @@ func TestMAMLEvaluateProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b engine.Batch
+	var b task.Batch
 	b.Resize(3, 5, 100, 1, 1)
-	datasets.Sine{}.Sample(mamlStreamRNG(1, mamlStreamEvalTasks, 0), &b)
+	datasets.Sine{}.Sample(task.Stream(1, mamlStreamEvalTasks, 0), &b)
 	pred := m.Predict(b.XS[:5], b.YS[:5], b.XQ[:100], 10)
 	var se float64
 	for i, y := range b.YQ[:100] {
@@ -491,9 +492,9 @@ func TestMAMLStreamsMatchEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b engine.Batch
+	var b task.Batch
 	b.Resize(1, cfg.Shot, len(d.GridX), 1, 1)
-	datasets.Sine{}.SampleCurve(mamlStreamRNG(cfg.Seed, streamDisplayTask, 3), &b, d.GridX)
+	datasets.Sine{}.SampleCurve(task.Stream(cfg.Seed, streamDisplayTask, 3), &b, d.GridX)
 	for i := range b.XS {
 		if b.XS[i] != d.SupportX[i] || b.YS[i] != d.SupportY[i] {
 			t.Fatalf("support %v/%v, engine's %v/%v", b.XS, b.YS, d.SupportX, d.SupportY)

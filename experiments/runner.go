@@ -61,9 +61,10 @@ const (
 type Runner struct {
 	Dir     string
 	Options Options
-	// Configure, if set, adjusts every training config after the
-	// experiment's settings are applied (tests shrink the model with it).
-	Configure func(*engine.Config)
+	// Overrides replace preset settings in every training run (as
+	// presets.Spec applies them), before the experiment's own settings
+	// of each point (seed, iterations, bases, shots).
+	Overrides presets.Overrides
 	// Baselines are the methods besides the engine's variants that can
 	// run, by variant name; the MAML baseline registers as MAML.
 	Baselines map[string]BaselineFunc
@@ -75,20 +76,6 @@ type Runner struct {
 	// Snapshot.Display is kept, and a snapshot that carries a display or
 	// a validation is reported whatever ReportEvery says.
 	Snapshots bool
-}
-
-// NewDir names a fresh experiment directory under root (the runs root):
-// exp-NAME-PRESET-YYYYMMDD-HHMMSS, with "-2", "-3", … when taken. The
-// command line and the workbench both name their experiments with it.
-func NewDir(root, name, preset string, t time.Time) string {
-	base := filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405")))
-	dir := base
-	for n := 2; ; n++ {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return dir
-		}
-		dir = fmt.Sprintf("%s-%d", base, n)
-	}
 }
 
 // ErrRunsFailed is returned by Run when some runs failed and the rest
@@ -153,7 +140,7 @@ func (r *Runner) Plan() ([]string, error) {
 // runName is a run directory name: "+" written as "_" so it needs no
 // quoting in a shell.
 func runName(variant string, parts ...string) string {
-	return filepath.Join(DirRuns, strings.Join(append([]string{strings.ReplaceAll(variant, "+", "_")}, parts...), "-"))
+	return filepath.Join(DirRuns, strings.Join(append([]string{presets.VariantSlug(variant)}, parts...), "-"))
 }
 
 // plan lists the jobs of an experiment. Seeds are the outer loop, so the
@@ -161,37 +148,35 @@ func runName(variant string, parts ...string) string {
 func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 	var jobs []job
 	var notes []string
-	layers := p.Config.FlowLayers
-	if layers <= 0 {
-		layers = 4
-	}
-	mk := func(pr presets.Preset, variant string, seed uint64, name string) (job, error) {
-		cfg := pr.Config
-		cfg.EmbedHidden = slices.Clone(cfg.EmbedHidden)
-		if cfg.Conv != nil {
-			c := *cfg.Conv
-			cfg.Conv = &c
+	// mk is one training job of variant with seed: the run spec sp, the
+	// runner's overrides and the experiment's settings (which win). A
+	// baseline takes the preset's settings; its variant is its own.
+	mk := func(sp presets.Spec, recorded, variant string, seed uint64, name string) (job, error) {
+		j := job{seed: seed, name: name, preset: recorded}
+		sp.Variant = variant
+		if bf, ok := r.Baselines[variant]; ok && !slices.Contains(engine.Variants, variant) {
+			j.baseline, sp.Variant = bf, ""
 		}
-		cfg.Seed = seed
+		ov := presets.Overrides{}
+		for k, v := range r.Overrides {
+			ov[k] = v
+		}
+		for k, v := range sp.Overrides {
+			ov[k] = v
+		}
+		ov["seed"] = int(seed)
 		if o.Iters > 0 {
-			cfg.Iters = o.Iters
+			ov["iters"] = o.Iters
 		}
 		if o.EvalTasks > 0 {
-			cfg.EvalTasks = o.EvalTasks
+			ov["eval_tasks"] = o.EvalTasks
 		}
 		if len(o.Bases) == 1 {
-			cfg.Bases = o.Bases[0]
+			ov["bases"] = o.Bases[0]
 		}
-		j := job{seed: seed, name: name, preset: pr.Name}
-		if bf, ok := r.Baselines[variant]; ok && !slices.Contains(engine.Variants, variant) {
-			j.baseline = bf
-		} else if err := cfg.ApplyVariant(variant, layers); err != nil {
-			return j, err
-		}
-		if r.Configure != nil {
-			r.Configure(&cfg)
-		}
-		if err := cfg.Validate(); err != nil {
+		sp.Overrides = ov
+		_, cfg, err := sp.Config()
+		if err != nil {
 			return j, fmt.Errorf("%s: %w", name, err)
 		}
 		j.cfg = cfg
@@ -206,7 +191,7 @@ func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 	case Ablation:
 		for _, s := range o.Seeds {
 			for _, v := range o.Variants {
-				j, err := mk(p, v, s, runName(v, seedPart(s)))
+				j, err := mk(presets.Spec{Preset: p.Name}, p.Name, v, s, runName(v, seedPart(s)))
 				if err != nil {
 					return nil, nil, err
 				}
@@ -217,7 +202,7 @@ func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 		for _, s := range o.Seeds {
 			for _, d := range o.Bases {
 				for _, v := range o.Variants {
-					j, err := mk(p, v, s, runName(v, fmt.Sprintf("D%d", d), seedPart(s)))
+					j, err := mk(presets.Spec{Preset: p.Name}, p.Name, v, s, runName(v, fmt.Sprintf("D%d", d), seedPart(s)))
 					if err != nil {
 						return nil, nil, err
 					}
@@ -232,9 +217,9 @@ func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 	case Shots:
 		for _, s := range o.Seeds {
 			for _, k := range o.Shots {
-				pk := shotPreset(p, k)
+				sp, recorded := shotSpec(p, k)
 				for _, v := range o.Variants {
-					j, err := mk(pk, v, s, runName(v, fmt.Sprintf("shot%d", k), seedPart(s)))
+					j, err := mk(sp, recorded, v, s, runName(v, fmt.Sprintf("shot%d", k), seedPart(s)))
 					if err != nil {
 						return nil, nil, err
 					}
@@ -286,7 +271,7 @@ func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 		}
 		for _, s := range o.Seeds {
 			for _, v := range o.Variants {
-				j, err := mk(p, v, s, runName(v, seedPart(s)))
+				j, err := mk(presets.Spec{Preset: p.Name}, p.Name, v, s, runName(v, seedPart(s)))
 				if err != nil {
 					return nil, nil, err
 				}
@@ -304,24 +289,19 @@ func (r *Runner) plan(o Options, p presets.Preset) ([]job, []string, error) {
 	return jobs, notes, nil
 }
 
-// shotPreset is p at k shots: the preset of the same family and way with k
-// shots when there is one (its name is what the runs record), else p with
-// its shot count changed.
-func shotPreset(p presets.Preset, k int) presets.Preset {
+// shotSpec is p at k shots and the preset name its runs record: the
+// preset of the same family and way with k shots when there is one, else p
+// with its shot count overridden, recorded as "p@shotK".
+func shotSpec(p presets.Preset, k int) (presets.Spec, string) {
 	if p.Config.Shot == k {
-		return p
+		return presets.Spec{Preset: p.Name}, p.Name
 	}
 	for _, q := range presets.All() {
 		if q.Source == p.Source && q.Config.Way == p.Config.Way && q.Config.Shot == k {
-			if q2, err := presets.Get(q.Name); err == nil {
-				return q2
-			}
+			return presets.Spec{Preset: q.Name}, q.Name
 		}
 	}
-	q, _ := presets.Get(p.Name)
-	q.Config.Shot = k
-	q.Name = fmt.Sprintf("%s@shot%d", p.Name, k)
-	return q
+	return presets.Spec{Preset: p.Name, Overrides: presets.Overrides{"shot": k}}, fmt.Sprintf("%s@shot%d", p.Name, k)
 }
 
 // Run runs the experiment: every job in order, results written after

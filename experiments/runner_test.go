@@ -12,26 +12,23 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
 )
 
 // tiny shrinks every run so that an experiment takes a second or two.
-func tiny(iters int) func(*engine.Config) {
-	return func(c *engine.Config) {
-		c.Iters = iters
-		c.EmbedHidden = []int{8, 8}
-		c.InferHidden, c.PriorHidden, c.FlowHidden = 8, 8, 8
-		if c.Bases > 16 {
-			c.Bases = 16
-		}
-		c.MetaBatch, c.Query = 4, 5
-		c.SnapshotEvery, c.LogEvery, c.CheckpointSec = 5, 5, 0
-		c.EvalTasks, c.EvalQuery, c.EvalSamples = 8, 10, 2
+func tiny(iters int) presets.Overrides {
+	return presets.Overrides{
+		"iters": iters, "embed_hidden": []int{8, 8},
+		"infer_hidden": 8, "prior_hidden": 8, "flow_hidden": 8, "bases": 16,
+		"meta_batch": 4, "query": 5,
+		"snapshot_every": 5, "log_every": 5, "checkpoint_sec": 0,
+		"eval_tasks": 8, "eval_query": 10, "eval_samples": 2,
 	}
 }
 
 func runExperiment(t *testing.T, dir string, o Options, iters int) *Results {
 	t.Helper()
-	r := &Runner{Dir: dir, Options: o, Configure: tiny(iters)}
+	r := &Runner{Dir: dir, Options: o, Overrides: tiny(iters)}
 	res, err := r.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +130,7 @@ func TestInterruptedExperimentResumes(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &Runner{Dir: dir, Options: o, Configure: tiny(40), ReportEvery: 1,
+	r := &Runner{Dir: dir, Options: o, Overrides: tiny(40), ReportEvery: 1,
 		Progress: func(p Progress) {
 			if p.Job == 2 && p.Phase == PhaseStep && p.Snapshot.Iter >= 20 {
 				cancel()
@@ -150,7 +147,7 @@ func TestInterruptedExperimentResumes(t *testing.T) {
 		t.Fatalf("partial results: %v %+v", err, partial)
 	}
 	var phases []string
-	r = &Runner{Dir: dir, Options: o, Configure: tiny(40), Progress: func(p Progress) {
+	r = &Runner{Dir: dir, Options: o, Overrides: tiny(40), Progress: func(p Progress) {
 		if p.Phase != PhaseStep {
 			phases = append(phases, p.Phase)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
 )
 
 func TestEfficiencyOneModelPerD(t *testing.T) {
@@ -97,7 +98,7 @@ func TestVersatilityAtTrainedShotReproducesSummary(t *testing.T) {
 
 	// Cells are kept in evals.jsonl: a second run evaluates nothing.
 	var phases []string
-	r := &Runner{Dir: dir, Options: Options{Experiment: Versatility, Preset: "sine-5shot", Shots: []int{3, 5, 20}}, Configure: tiny(15),
+	r := &Runner{Dir: dir, Options: Options{Experiment: Versatility, Preset: "sine-5shot", Shots: []int{3, 5, 20}}, Overrides: tiny(15),
 		Progress: func(p Progress) { phases = append(phases, p.Phase) }}
 	if _, err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -132,7 +133,7 @@ func TestBaselineHook(t *testing.T) {
 		return out, nil
 	}
 	o := Options{Experiment: Shots, Preset: "sine-5shot", Variants: []string{"vrf", MAML}, Shots: []int{3}}
-	r := &Runner{Dir: dir, Options: o, Configure: tiny(10), Baselines: map[string]BaselineFunc{MAML: fake}}
+	r := &Runner{Dir: dir, Options: o, Overrides: tiny(10), Baselines: map[string]BaselineFunc{MAML: fake}}
 	res, err := r.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -306,12 +307,12 @@ func TestOmniglotVersatilityGrid(t *testing.T) {
 	data := omniglotDir(t)
 	dir := t.TempDir()
 	r := &Runner{Dir: dir, Options: Options{Experiment: Versatility, Preset: "omniglot-5w1s", Ways: []int{5, 10}, Shots: []int{1, 19, 20}, EvalTasks: 2, Data: data},
-		Configure: func(c *engine.Config) {
-			c.Conv.Filters = 4
-			c.InferHidden, c.PriorHidden, c.FlowHidden, c.Bases = 8, 8, 8, 16
-			c.MetaBatch, c.Query, c.Iters = 2, 2, 2
-			c.LogEvery, c.SnapshotEvery, c.CheckpointSec = 1, 1, 0
-			c.EvalQuery, c.EvalSamples, c.ValEvery = 2, 1, 0
+		Overrides: presets.Overrides{
+			"conv_filters": 4,
+			"infer_hidden": 8, "prior_hidden": 8, "flow_hidden": 8, "bases": 16,
+			"meta_batch": 2, "query": 2, "iters": 2,
+			"log_every": 1, "snapshot_every": 1, "checkpoint_sec": 0,
+			"eval_query": 2, "eval_samples": 1, "val_every": 0,
 		}}
 	res, err := r.Run(context.Background())
 	if err != nil {
@@ -373,7 +374,7 @@ func TestFailedRunDoesNotStopTheOthers(t *testing.T) {
 	}
 	var phases []string
 	r := &Runner{Dir: dir, Options: Options{Experiment: Ablation, Preset: "sine-5shot", Variants: []string{MAML, "rbf"}},
-		Configure: tiny(10), Baselines: map[string]BaselineFunc{MAML: broken},
+		Overrides: tiny(10), Baselines: map[string]BaselineFunc{MAML: broken},
 		Progress: func(p Progress) { phases = append(phases, p.Phase) }}
 	res, err := r.Run(context.Background())
 	if !errors.Is(err, ErrRunsFailed) || !strings.Contains(err.Error(), "runs/maml-s1") {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // Preset is a named configuration.
@@ -156,7 +157,7 @@ func Get(name string) (Preset, error) {
 
 // NewSource returns the task family called name, for families that need
 // no data or settings (sine); see NewSources for the others.
-func NewSource(name string) (engine.TaskSource, error) {
+func NewSource(name string) (task.Source, error) {
 	switch name {
 	case "sine":
 		return datasets.Sine{}, nil
@@ -168,9 +169,9 @@ func NewSource(name string) (engine.TaskSource, error) {
 
 // Sources are the task sources of a run.
 type Sources struct {
-	Train engine.TaskSource
-	Val   engine.TaskSource // nil: no validation
-	Test  engine.TaskSource // nil: evaluate on Train's family
+	Train task.Source
+	Val   task.Source // nil: no validation
+	Test  task.Source // nil: evaluate on Train's family
 }
 
 // NewSources returns the sources of the task family name for a run with
@@ -196,7 +197,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		for _, sp := range []struct {
 			split string
 			query int
-			dst   *engine.TaskSource
+			dst   *task.Source
 		}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
 			set, err := data.Split(sp.split)
 			if err != nil {
@@ -249,7 +250,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		for _, sp := range []struct {
 			split datasets.DomainSplit
 			query int
-			dst   *engine.TaskSource
+			dst   *task.Source
 		}{{train, cfg.Query, &s.Train}, {val, cfg.EvalQuery, &s.Val}, {test, cfg.EvalQuery, &s.Test}} {
 			ep, err := d.Episodes(sp.split, cfg.Way, cfg.Shot, sp.query)
 			if err != nil {
@@ -269,7 +270,7 @@ func splitSources(cfg engine.Config, split func(string) (datasets.ClassSource, e
 	for _, sp := range []struct {
 		name  string
 		query int
-		dst   *engine.TaskSource
+		dst   *task.Source
 	}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
 		set, err := split(sp.name)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 func TestPresetsAreValidForEveryVariant(t *testing.T) {
@@ -96,7 +97,7 @@ func TestOmniglotSourcesUseTheSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		src     engine.TaskSource
+		src     task.Source
 		classes int
 	}{{s.Train, 4112}, {s.Val, 688}, {s.Test, 1692}} {
 		ep := tc.src.(*datasets.Episodes)

@@ -16,16 +16,17 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
 )
 
 // tiny shrinks every run so the end-to-end flow takes seconds, also under
 // the race detector; the budget is large so runs are still going at quit.
-func tiny(c *engine.Config) {
-	c.EmbedHidden = []int{8, 8}
-	c.InferHidden, c.PriorHidden, c.FlowHidden, c.Bases = 8, 8, 8, 16
-	c.MetaBatch, c.Query = 4, 5
-	c.SnapshotEvery, c.LogEvery, c.CheckpointSec = 20, 10, 0
-	c.EvalTasks, c.EvalQuery, c.EvalSamples = 8, 10, 1
+var tiny = presets.Overrides{
+	"embed_hidden": []int{8, 8},
+	"infer_hidden": 8, "prior_hidden": 8, "flow_hidden": 8, "bases": 16,
+	"meta_batch": 4, "query": 5,
+	"snapshot_every": 20, "log_every": 10, "checkpoint_sec": 0,
+	"eval_tasks": 8, "eval_query": 10, "eval_samples": 1,
 }
 
 // termScreen keeps everything the program drew, escapes stripped. The
@@ -74,7 +75,7 @@ func keys(s string) tea.KeyMsg { return tea.KeyMsg{Type: tea.KeyRunes, Runes: []
 // the screen; the runs are normal run directories afterwards.
 func TestEndToEnd(t *testing.T) {
 	root := t.TempDir()
-	m := New(Options{Root: root, Iters: 1_000_000, Seed: -1, Configure: tiny, Renderer: testTheme().r})
+	m := New(Options{Root: root, Iters: 1_000_000, Seed: -1, Overrides: tiny, Renderer: testTheme().r})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 48))
 	scr := &termScreen{t: t, out: tm.Output()}
 

@@ -982,7 +982,7 @@ type expState struct {
 func newExpScreen(t Theme, k KeyMap, opts Options, reg *expRegistry) expScreen {
 	root := opts.Root
 	if root == "" {
-		root = session.RunsRoot()
+		root = presets.RunsRoot()
 	}
 	return expScreen{theme: t, keys: k, opts: opts, root: root, reg: reg, form: newExpForm(t, k, presets.All(), root)}
 }
@@ -1035,9 +1035,9 @@ func (s *expScreen) start() tea.Cmd {
 	o.Data = s.opts.Data
 	dir := strings.TrimSpace(s.form.inputs[ffOut].Value())
 	if dir == "" {
-		dir = experiments.NewDir(s.root, o.Experiment, o.Preset, time.Now())
+		dir = presets.NewExperimentDir(s.root, o.Experiment, o.Preset, time.Now())
 	}
-	r := &experiments.Runner{Dir: dir, Options: o, Configure: s.opts.Configure, Baselines: expBaselines()}
+	r := &experiments.Runner{Dir: dir, Options: o, Overrides: s.opts.Overrides, Baselines: expBaselines()}
 	plan, err := r.Plan()
 	if err != nil {
 		s.form.err = firstLine(err.Error())

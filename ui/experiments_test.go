@@ -159,7 +159,7 @@ func TestExperimentForm(t *testing.T) {
 // `mkbench experiment` writes.
 func TestExperimentFlow(t *testing.T) {
 	root := t.TempDir()
-	m := New(Options{Root: root, Seed: -1, Configure: tiny, Renderer: testTheme().r})
+	m := New(Options{Root: root, Seed: -1, Overrides: tiny, Renderer: testTheme().r})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(160, 48))
 	scr := &termScreen{t: t, out: tm.Output()}
 	scr.waitFor(`Presets`)

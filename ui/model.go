@@ -17,11 +17,11 @@ type Options struct {
 	Preset string // start this preset at once instead of showing the picker
 	Iters  int    // iteration budget; 0 is the preset's
 	Seed   int64  // < 0 is the preset's
-	Root   string // runs root; "" is session.RunsRoot()
+	Root   string // runs root; "" is presets.RunsRoot()
 	Data   string // Omniglot folder (as mkbench run --data); "" is the default search
-	// Configure, if set, adjusts every run's config last (tests use it to
-	// make runs tiny).
-	Configure func(*engine.Config)
+	// Overrides replace preset settings in every run and experiment, as
+	// presets.Spec applies them; Iters and Seed are added to them.
+	Overrides presets.Overrides
 	// NewSources builds a run's task sources; nil is presets.NewSources
 	// with the default data directory.
 	NewSources func(family string, cfg engine.Config) (presets.Sources, error)
@@ -91,20 +91,23 @@ func New(opts Options) Model {
 			return presets.NewSources(family, cfg, opts.Data)
 		}
 	}
-	sess.Configure = func(c *engine.Config) {
-		if opts.Iters > 0 {
-			c.Iters = opts.Iters
-		}
-		if opts.Seed >= 0 {
-			c.Seed = uint64(opts.Seed)
-		}
-		if opts.Configure != nil {
-			opts.Configure(c)
-		}
-	}
+	sess.Overrides = opts.runOverrides()
 	reg := &expRegistry{}
 	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k, presets.All()), sess: sess,
 		exp: newExpScreen(t, k, opts, reg), exps: reg}
+}
+
+// runOverrides are the overrides of every run: Options.Overrides with the
+// iteration budget and seed, when set, added.
+func (o Options) runOverrides() presets.Overrides {
+	ov := o.Overrides
+	if o.Iters > 0 {
+		ov = ov.With("iters", o.Iters)
+	}
+	if o.Seed >= 0 {
+		ov = ov.With("seed", int(o.Seed))
+	}
+	return ov
 }
 
 // Session is where the model's runs live.

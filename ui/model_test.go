@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -25,7 +26,7 @@ func startDashboard(t *testing.T, opts Options, w, h int) (*teatest.TestModel, *
 	if opts.Iters == 0 {
 		opts.Iters = 1_000_000
 	}
-	opts.Preset, opts.Seed, opts.Configure, opts.Renderer = "sine-5shot", -1, tiny, testTheme().r
+	opts.Preset, opts.Seed, opts.Overrides, opts.Renderer = "sine-5shot", -1, tiny, testTheme().r
 	tm := teatest.NewTestModel(t, New(opts), teatest.WithInitialTermSize(w, h))
 	return tm, &termScreen{t: t, out: tm.Output()}
 }
@@ -63,9 +64,9 @@ func TestTrainingKeys(t *testing.T) {
 	}
 }
 
-type panicky struct{ engine.TaskSource }
+type panicky struct{ task.Source }
 
-func (panicky) Sample(*rand.Rand, *engine.Batch) { panic("task source exploded") }
+func (panicky) Sample(*rand.Rand, *task.Batch) { panic("task source exploded") }
 
 // A panic in a training worker is an error on screen; the UI goes on.
 func TestWorkerPanicShownInUI(t *testing.T) {

@@ -37,7 +37,7 @@ func TestTUIThroughput(t *testing.T) {
 	if r, _ := strconv.Atoi(os.Getenv("MKBENCH_THROUGHPUT_ROUNDS")); r > 0 {
 		rounds = r
 	}
-	shrink := func(c *engine.Config) { c.EvalTasks = 25 } // the final evaluation is not measured
+	shrink := presets.Overrides{"eval_tasks": 25} // the final evaluation is not measured
 	var head, tui, ratio, busy, cpu []float64
 	for r := 0; r < rounds; r++ {
 		c0 := cpuTime()
@@ -100,14 +100,11 @@ func median(x []float64) float64 {
 	return s[len(s)/2]
 }
 
-func headlessRate(t *testing.T, n int, shrink func(*engine.Config)) float64 {
-	p, err := presets.Get("sine-5shot")
+func headlessRate(t *testing.T, n int, shrink presets.Overrides) float64 {
+	p, cfg, err := presets.Spec{Preset: "sine-5shot", Overrides: shrink.With("iters", n)}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := p.Config
-	cfg.Iters = n
-	shrink(&cfg)
 	src, _ := presets.NewSource(p.Source)
 	var last time.Time
 	obs := engine.ObserverFunc(func(s engine.Snapshot) error {
@@ -126,8 +123,8 @@ func headlessRate(t *testing.T, n int, shrink func(*engine.Config)) float64 {
 
 // tuiRate returns the run's rate inside the workbench and the fraction
 // of the wall time the UI spent in Update and View.
-func tuiRate(t *testing.T, n int, shrink func(*engine.Config)) (float64, float64) {
-	m := New(Options{Preset: "sine-5shot", Iters: n, Seed: -1, Root: t.TempDir(), Configure: shrink, Renderer: testTheme().r})
+func tuiRate(t *testing.T, n int, shrink presets.Overrides) (float64, float64) {
+	m := New(Options{Preset: "sine-5shot", Iters: n, Seed: -1, Root: t.TempDir(), Overrides: shrink, Renderer: testTheme().r})
 	var busy time.Duration
 	t0 := time.Now()
 	p := tea.NewProgram(timed{m, &busy}, tea.WithInput(nil), tea.WithOutput(io.Discard), tea.WithFPS(20), tea.WithoutSignals())

@@ -10,40 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
 )
-
-// RunsRoot is where new runs go unless told otherwise: $MKBENCH_RUNS, else
-// ./runs. The headless CLI and the TUI share it, so their runs sit together.
-func RunsRoot() string {
-	if r := os.Getenv("MKBENCH_RUNS"); r != "" {
-		return r
-	}
-	return "runs"
-}
-
-// NewRunDir names a fresh run directory under root:
-// PRESET-VARIANT-sSEED-YYYYMMDD-HHMMSS, with "+" in the variant written as
-// "_" so the name needs no quoting. Two runs of the same variant started
-// within one second get "-2", "-3", … rather than colliding, because the
-// engine refuses a directory that already holds a run.
-func NewRunDir(root, preset, variant string, seed uint64, t time.Time) string {
-	base := filepath.Join(root, fmt.Sprintf("%s-%s-s%d-%s", preset, strings.ReplaceAll(variant, "+", "_"), seed, t.Format("20060102-150405")))
-	dir := base
-	for n := 2; ; n++ {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return dir
-		}
-		dir = fmt.Sprintf("%s-%d", base, n)
-	}
-}
 
 // DefaultInterval is the shortest time between two batches from Next:
 // 15 per second, inside the workbench's 20 redraws a second.
@@ -53,10 +25,10 @@ const DefaultInterval = time.Second / 15
 // read when a run starts; set them before the first Start.
 type Session struct {
 	Preset presets.Preset
-	Root   string // runs root; "" is RunsRoot()
-	// Configure, if set, adjusts each run's config after its variant is
-	// applied (iteration budget, seed; tests shrink the model with it).
-	Configure func(*engine.Config)
+	Root   string // runs root; "" is presets.RunsRoot()
+	// Overrides replace the preset's settings in every run (iteration
+	// budget, seed, model sizes), as presets.Spec applies them.
+	Overrides presets.Overrides
 	// NewSources builds a run's task sources (training, and validation
 	// and test where the family has them); nil is presets.NewSources with
 	// the default data directory.
@@ -109,26 +81,15 @@ type Run struct {
 // Start begins training variant in a new run directory, drawing display
 // task displayTask. It returns at once; the run reports through Next.
 func (s *Session) Start(variant string, displayTask int) (*Run, error) {
-	cfg := s.Preset.Config
-	cfg.EmbedHidden = append([]int(nil), cfg.EmbedHidden...)
-	layers := cfg.FlowLayers
-	if layers <= 0 {
-		layers = 4
-	}
-	if err := cfg.ApplyVariant(variant, layers); err != nil {
-		return nil, err
-	}
-	if s.Configure != nil {
-		s.Configure(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
+	_, cfg, err := presets.Spec{Preset: s.Preset.Name, Variant: variant, Overrides: s.Overrides}.Config()
+	if err != nil {
 		return nil, err
 	}
 	root := s.Root
 	if root == "" {
-		root = RunsRoot()
+		root = presets.RunsRoot()
 	}
-	dir := NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, time.Now())
+	dir := presets.NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, time.Now())
 	return s.launch(&Run{Variant: cfg.Variant(), Dir: dir, Config: cfg}, displayTask)
 }
 

@@ -9,18 +9,18 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 	"github.com/mkbench/mkbench/presets"
 )
 
 // tiny shrinks a run so tests take milliseconds per iteration.
-func tiny(iters int) func(*engine.Config) {
-	return func(c *engine.Config) {
-		c.Iters = iters
-		c.EmbedHidden = []int{8, 8}
-		c.InferHidden, c.PriorHidden, c.FlowHidden, c.Bases = 8, 8, 8, 16
-		c.MetaBatch, c.Query = 4, 5
-		c.SnapshotEvery, c.LogEvery, c.CheckpointSec = 5, 5, 0
-		c.EvalTasks, c.EvalQuery, c.EvalSamples = 8, 10, 1
+func tiny(iters int) presets.Overrides {
+	return presets.Overrides{
+		"iters": iters, "embed_hidden": []int{8, 8},
+		"infer_hidden": 8, "prior_hidden": 8, "flow_hidden": 8, "bases": 16,
+		"meta_batch": 4, "query": 5,
+		"snapshot_every": 5, "log_every": 5, "checkpoint_sec": 0,
+		"eval_tasks": 8, "eval_query": 10, "eval_samples": 1,
 	}
 }
 
@@ -31,7 +31,7 @@ func newTestSession(t *testing.T, iters int) *Session {
 		t.Fatal(err)
 	}
 	s := New(p, t.TempDir())
-	s.Configure = tiny(iters)
+	s.Overrides = tiny(iters)
 	s.Interval = 10 * time.Millisecond
 	t.Cleanup(func() {
 		s.Close()
@@ -63,22 +63,22 @@ func until(t *testing.T, s *Session, done func(Update) bool) {
 func TestNewRunDir(t *testing.T) {
 	root := t.TempDir()
 	at := time.Date(2026, 3, 1, 12, 30, 5, 0, time.UTC)
-	d := NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at)
+	d := presets.NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at)
 	if want := filepath.Join(root, "sine-5shot-vrf_ctx-s7-20260301-123005"); d != want {
 		t.Fatalf("got %s, want %s", d, want)
 	}
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if d2 := NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at); d2 != d+"-2" {
+	if d2 := presets.NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at); d2 != d+"-2" {
 		t.Fatalf("a taken name gives %s", d2)
 	}
 	t.Setenv("MKBENCH_RUNS", "/tmp/x")
-	if RunsRoot() != "/tmp/x" {
+	if presets.RunsRoot() != "/tmp/x" {
 		t.Fatal("MKBENCH_RUNS ignored")
 	}
 	t.Setenv("MKBENCH_RUNS", "")
-	if RunsRoot() != "runs" {
+	if presets.RunsRoot() != "runs" {
 		t.Fatal("default root")
 	}
 }
@@ -199,9 +199,9 @@ func TestCommandsStopAndResume(t *testing.T) {
 	}
 }
 
-type panicky struct{ engine.TaskSource }
+type panicky struct{ task.Source }
 
-func (panicky) Sample(*rand.Rand, *engine.Batch) { panic("task source exploded") }
+func (panicky) Sample(*rand.Rand, *task.Batch) { panic("task source exploded") }
 
 // A panic inside a worker ends that run with an error, nothing more.
 func TestWorkerPanicIsAnError(t *testing.T) {

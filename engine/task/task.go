@@ -1,4 +1,4 @@
-package engine
+package task
 
 import "math/rand/v2"
 
@@ -15,25 +15,25 @@ type Batch struct {
 // storage when it is large enough.
 func (b *Batch) Resize(t, ns, nq, in, out int) {
 	b.T, b.NS, b.NQ, b.InDim, b.OutDim = t, ns, nq, in, out
-	b.XS = grow(b.XS, t*ns*in)
-	b.YS = grow(b.YS, t*ns*out)
-	b.XQ = grow(b.XQ, t*nq*in)
-	b.YQ = grow(b.YQ, t*nq*out)
+	b.XS = Grow(b.XS, t*ns*in)
+	b.YS = Grow(b.YS, t*ns*out)
+	b.XQ = Grow(b.XQ, t*nq*in)
+	b.YQ = Grow(b.YQ, t*nq*out)
 }
 
-// grow returns s resized to n, reusing its backing array when it is large
+// Grow returns s resized to n, reusing its backing array when it is large
 // enough (the contents are then stale, not zeroed).
-func grow[T any](s []T, n int) []T {
+func Grow[T any](s []T, n int) []T {
 	if cap(s) < n {
 		return make([]T, n)
 	}
 	return s[:n]
 }
 
-// TaskSource draws few-shot tasks. Implementations must draw only from the
+// Source draws few-shot tasks. Implementations must draw only from the
 // given rng so that a seed fixes the task stream. The engine calls Sample
 // from a prefetching goroutine, never concurrently with itself.
-type TaskSource interface {
+type Source interface {
 	// Name identifies the task family in summaries, e.g. "sine".
 	Name() string
 	InDim() int
@@ -45,11 +45,23 @@ type TaskSource interface {
 // CurveSource is a 1-D regression family whose ground truth can be drawn on
 // a grid, which the display snapshots use.
 type CurveSource interface {
-	TaskSource
+	Source
 	// Domain is the input interval tasks are drawn on.
 	Domain() (lo, hi float64)
 	// SampleCurve fills b (one task, resized to NS support points and
 	// len(grid) query points) with a fresh task whose query inputs are grid
 	// and whose query targets are the noiseless truth there.
 	SampleCurve(rng *rand.Rand, b *Batch, grid []float64)
+}
+
+// Gamma is SplitMix64's increment, 2⁶⁴/φ: multiplying a stream number by
+// it spreads consecutive streams over all the bits of a seed.
+const Gamma = 0x9e3779b97f4a7c15
+
+// Stream is the random source of one purpose (stream) and one draw (index)
+// of a seeded run: tasks, noise, initialization and evaluation each draw
+// from their own stream, so changing how much one of them draws never
+// shifts another.
+func Stream(seed, stream, index uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed^(stream*Gamma), index))
 }

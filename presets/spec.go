@@ -1,0 +1,298 @@
+package presets
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+)
+
+// Spec names one run: a preset, one of its variants and overrides of the
+// preset's settings. It is the only way from a preset to a run's
+// configuration: the headless commands, the workbench, the experiments and
+// the sweeps all build their configs with Spec.Config, so the same Spec
+// gives the same Config, and so the same numbers, wherever it runs.
+type Spec struct {
+	Preset  string
+	Variant string // "" is the preset's default variant
+	// Overrides replace preset settings by key (see OverrideKeys); the
+	// seed is one of them. nil keeps the preset's settings.
+	Overrides Overrides
+}
+
+// Overrides maps setting keys to values: ints, floats, strings or int
+// lists as the key takes (a key's Kind). Keys are the snake_case names of
+// the settings, as in config.json; "-" may stand for "_" (CLI flags).
+type Overrides map[string]any
+
+// With returns a copy of o with key set to v; o itself is unchanged, so one
+// base set of overrides can be extended per run.
+func (o Overrides) With(key string, v any) Overrides {
+	out := make(Overrides, len(o)+1)
+	for k, x := range o {
+		out[k] = x
+	}
+	out[key] = v
+	return out
+}
+
+// Config returns the preset s names and its complete run configuration: a
+// deep copy of the preset's config, then the variant (flow variants keep
+// the preset's number of coupling layers, 4 when it has none), then the
+// overrides, validated. Errors name the preset, variant or key at fault.
+func (s Spec) Config() (Preset, engine.Config, error) {
+	p, err := Get(s.Preset)
+	if err != nil {
+		return Preset{}, engine.Config{}, err
+	}
+	cfg := p.Config // Get returned a deep copy
+	layers := cfg.FlowLayers
+	if layers <= 0 {
+		layers = 4
+	}
+	v := s.Variant
+	if v == "" {
+		v = p.Variant
+	}
+	if err := cfg.ApplyVariant(v, layers); err != nil {
+		return Preset{}, engine.Config{}, err
+	}
+	keys := make([]string, 0, len(s.Overrides))
+	for k := range s.Overrides {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // one error order, whatever the map's
+	for _, k := range keys {
+		if err := applyOverride(&cfg, &p.Config, k, s.Overrides[k]); err != nil {
+			return Preset{}, engine.Config{}, fmt.Errorf("%s: %w", p.Name, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Preset{}, engine.Config{}, err
+	}
+	return p, cfg, nil
+}
+
+// Kind is the type of value an override key takes.
+type Kind int
+
+// The kinds of override values.
+const (
+	KindInt     Kind = iota // a whole number
+	KindFloat               // a number
+	KindString              // a word
+	KindIntList             // a list of whole numbers
+)
+
+// override is one setting a run accepts by key.
+type override struct {
+	key  string
+	kind Kind
+	help string
+	// uses reports whether a preset's config (its default variant) uses
+	// the setting; overriding one it does not use is an error, not a
+	// silent no-op. A variant that ignores a setting its preset uses (rbf
+	// and bases) is not an error, so one override serves every variant.
+	uses func(c *engine.Config) bool
+	set  func(c *engine.Config, v any)
+}
+
+func always(*engine.Config) bool        { return true }
+func classifies(c *engine.Config) bool  { return c.Classify() }
+func hasFlows(c *engine.Config) bool    { return c.FlowLayers > 0 }
+func hasMLPEmbed(c *engine.Config) bool { return c.Conv == nil }
+
+func intField(f func(c *engine.Config) *int) func(*engine.Config, any) {
+	return func(c *engine.Config, v any) { *f(c) = v.(int) }
+}
+
+func floatField(f func(c *engine.Config) *float64) func(*engine.Config, any) {
+	return func(c *engine.Config, v any) { *f(c) = v.(float64) }
+}
+
+// overrides is every setting a run accepts by key, in the order
+// OverrideKeys lists them.
+var overrides = []override{
+	{"iters", KindInt, "training iterations", always, intField(func(c *engine.Config) *int { return &c.Iters })},
+	{"seed", KindInt, "random seed", always, func(c *engine.Config, v any) { c.Seed = uint64(v.(int)) }},
+	{"eval_tasks", KindInt, "tasks in the final evaluation", always, intField(func(c *engine.Config) *int { return &c.EvalTasks })},
+	{"eval_query", KindInt, "query points per evaluation task (per class when classifying)", always, intField(func(c *engine.Config) *int { return &c.EvalQuery })},
+	{"eval_samples", KindInt, "ω draws averaged per evaluation prediction", always, intField(func(c *engine.Config) *int { return &c.EvalSamples })},
+	{"val_every", KindInt, "iterations between validations", classifies, intField(func(c *engine.Config) *int { return &c.ValEvery })},
+	{"val_tasks", KindInt, "episodes per validation", classifies, intField(func(c *engine.Config) *int { return &c.ValTasks })},
+	{"bases", KindInt, "D, random Fourier bases per task", always, intField(func(c *engine.Config) *int { return &c.Bases })},
+	{"lr", KindFloat, "learning rate", always, floatField(func(c *engine.Config) *float64 { return &c.LR })},
+	{"flow_lr_scale", KindFloat, "learning-rate factor of the coupling flows", hasFlows, floatField(func(c *engine.Config) *float64 { return &c.FlowLRScale })},
+	{"momentum", KindFloat, "SGD momentum", always, floatField(func(c *engine.Config) *float64 { return &c.Momentum })},
+	{"optimizer", KindString, "adam or sgd", always, func(c *engine.Config, v any) { c.Optimizer = v.(string) }},
+	{"clip_norm", KindFloat, "global gradient-norm clip (0 = off)", always, floatField(func(c *engine.Config) *float64 { return &c.ClipNorm })},
+	{"kl_weight", KindFloat, "weight of the KL term", always, floatField(func(c *engine.Config) *float64 { return &c.KLWeight })},
+	{"lambda_init", KindFloat, "initial KRR regularizer λ", always, floatField(func(c *engine.Config) *float64 { return &c.LambdaInit })},
+	{"meta_batch", KindInt, "tasks per iteration", always, intField(func(c *engine.Config) *int { return &c.MetaBatch })},
+	{"way", KindInt, "classes per task", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
+	{"shot", KindInt, "support points per task (per class when classifying)", always, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"query", KindInt, "query points per training task (per class when classifying)", always, intField(func(c *engine.Config) *int { return &c.Query })},
+	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
+	{"flow_hidden", KindInt, "width of each coupling network", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},
+	{"infer_hidden", KindInt, "width of the inference network and the LSTM", always, intField(func(c *engine.Config) *int { return &c.InferHidden })},
+	{"infer_layers", KindInt, "layers of the inference network", always, intField(func(c *engine.Config) *int { return &c.InferLayers })},
+	{"prior_hidden", KindInt, "width of the prior network", always, intField(func(c *engine.Config) *int { return &c.PriorHidden })},
+	{"conv_filters", KindInt, "filters of each convolutional block of ψ", func(c *engine.Config) bool { return c.Conv != nil }, func(c *engine.Config, v any) { c.Conv.Filters = v.(int) }},
+	{"embed_hidden", KindIntList, "widths of the MLP feature extractor ψ", hasMLPEmbed, func(c *engine.Config, v any) { c.EmbedHidden = slices.Clone(v.([]int)) }},
+	{"log_every", KindInt, "iterations per metrics row", always, intField(func(c *engine.Config) *int { return &c.LogEvery })},
+	{"snapshot_every", KindInt, "iterations between display snapshots", always, intField(func(c *engine.Config) *int { return &c.SnapshotEvery })},
+	{"checkpoint_sec", KindInt, "seconds between checkpoints (0 = only at the end)", always, intField(func(c *engine.Config) *int { return &c.CheckpointSec })},
+}
+
+// OverrideKey describes one key Spec.Overrides accepts.
+type OverrideKey struct {
+	Key  string
+	Kind Kind
+	Help string
+}
+
+// OverrideKeys lists the keys Spec.Overrides accepts.
+func OverrideKeys() []OverrideKey {
+	out := make([]OverrideKey, len(overrides))
+	for i, o := range overrides {
+		out[i] = OverrideKey{o.key, o.kind, o.help}
+	}
+	return out
+}
+
+// ErrUnknownKey is wrapped by the error for an override key no run takes.
+var ErrUnknownKey = errors.New("unknown setting")
+
+// ErrUnusedKey is wrapped by the error for an override of a setting the
+// preset's variant does not use (way on a regression preset, flow_layers
+// on a variant without flows).
+var ErrUnusedKey = errors.New("setting not used by this run")
+
+func applyOverride(c, preset *engine.Config, key string, v any) error {
+	k := strings.ReplaceAll(key, "-", "_")
+	i := slices.IndexFunc(overrides, func(o override) bool { return o.key == k })
+	if i < 0 {
+		names := make([]string, len(overrides))
+		for j, o := range overrides {
+			names[j] = o.key
+		}
+		return fmt.Errorf("%w %q (settings: %s)", ErrUnknownKey, key, strings.Join(names, ", "))
+	}
+	o := overrides[i]
+	if !o.uses(preset) {
+		return fmt.Errorf("%w: %q", ErrUnusedKey, key)
+	}
+	x, err := convert(o.kind, v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	o.set(c, x)
+	return nil
+}
+
+// convert checks v against kind and returns it as the setter's type.
+func convert(kind Kind, v any) (any, error) {
+	switch kind {
+	case KindInt:
+		switch x := v.(type) {
+		case int:
+			return x, nil
+		case int64:
+			return int(x), nil
+		case uint64:
+			if x > math.MaxInt {
+				return nil, fmt.Errorf("%d is too large", x)
+			}
+			return int(x), nil
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+				return int(x), nil
+			}
+		}
+		return nil, fmt.Errorf("want a whole number, got %v", v)
+	case KindFloat:
+		switch x := v.(type) {
+		case float64:
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("want a finite number, got %v", x)
+			}
+			return x, nil
+		case int:
+			return float64(x), nil
+		case int64:
+			return float64(x), nil
+		}
+		return nil, fmt.Errorf("want a number, got %v", v)
+	case KindString:
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		return nil, fmt.Errorf("want a word, got %v", v)
+	case KindIntList:
+		switch x := v.(type) {
+		case []int:
+			return x, nil
+		case []any:
+			out := make([]int, len(x))
+			for i, e := range x {
+				n, err := convert(KindInt, e)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = n.(int)
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("want a list of whole numbers, got %v", v)
+	}
+	panic("presets: unknown override kind")
+}
+
+// RunsRoot is where new runs go unless told otherwise: $MKBENCH_RUNS, else
+// ./runs. The headless commands and the workbench share it, so their runs
+// sit together.
+func RunsRoot() string {
+	if r := os.Getenv("MKBENCH_RUNS"); r != "" {
+		return r
+	}
+	return "runs"
+}
+
+// NewRunDir names a fresh run directory under root:
+// PRESET-VARIANT-sSEED-YYYYMMDD-HHMMSS, with "+" in the variant written as
+// "_" so the name needs no quoting. Two runs of the same variant started
+// within one second get "-2", "-3", … rather than colliding, because the
+// engine refuses a directory that already holds a run.
+func NewRunDir(root, preset, variant string, seed uint64, t time.Time) string {
+	return freshDir(filepath.Join(root, fmt.Sprintf("%s-%s-s%d-%s", preset, VariantSlug(variant), seed, t.Format("20060102-150405"))))
+}
+
+// NewExperimentDir names a fresh experiment directory under root:
+// exp-NAME-PRESET-YYYYMMDD-HHMMSS, with "-2", "-3", … as NewRunDir adds
+// them. The command line and the workbench both name experiments with it.
+func NewExperimentDir(root, name, preset string, t time.Time) string {
+	return freshDir(filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405"))))
+}
+
+// VariantSlug is a variant as it appears in directory names: "+" written
+// as "_", so the name needs no quoting in a shell.
+func VariantSlug(variant string) string { return strings.ReplaceAll(variant, "+", "_") }
+
+// freshDir returns base, or base-2, base-3, … for the first that does not
+// exist yet.
+func freshDir(base string) string {
+	dir := base
+	for n := 2; ; n++ {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return dir
+		}
+		dir = fmt.Sprintf("%s-%d", base, n)
+	}
+}
