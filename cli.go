@@ -282,12 +282,8 @@ func progressPrinter(w io.Writer) engine.Observer {
 			return nil
 		}
 		last = time.Now()
-		eta := "?"
-		if s.ItersPerSec > 0 {
-			eta = (time.Duration(float64(s.Iters-s.Iter)/s.ItersPerSec) * time.Second).Round(time.Second).String()
-		}
 		fmt.Fprintf(w, "iter %6d/%d  loss %.4f  data %.4f  kl %.3f  λ %.4f  %.0f it/s  eta %s\n",
-			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, s.ItersPerSec, eta)
+			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, s.ItersPerSec, engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
 		return nil
 	})
 }

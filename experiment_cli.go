@@ -168,11 +168,7 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 			fmt.Fprintf(w, "%s: training\n", at)
 		case experiments.PhaseStep:
 			s := p.Snapshot
-			eta := "?"
-			if s.ItersPerSec > 0 {
-				eta = (time.Duration(float64(s.Iters-s.Iter)/s.ItersPerSec) * time.Second).Round(time.Second).String()
-			}
-			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec, eta)
+			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec, engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
 		case experiments.PhaseEval:
 			fmt.Fprintf(w, "%s: evaluating at %s\n", at, wayShotName(p.Key))
 		case experiments.PhaseDone:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -46,7 +47,7 @@ func (c *Checkpoint) Save(path string) error {
 	if err := gob.NewEncoder(&buf).Encode(c); err != nil {
 		return fmt.Errorf("engine: encoding checkpoint: %w", err)
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return runfile.WriteAtomic(path, buf.Bytes(), runfile.Private)
 }
 
 // ErrBadCheckpoint reports an unreadable or inconsistent checkpoint.

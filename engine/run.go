@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -41,6 +39,25 @@ type ObserverFunc func(Snapshot) error
 
 // Observe calls f.
 func (f ObserverFunc) Observe(s Snapshot) error { return f(s) }
+
+// Remaining is the time the iterations from done to total take at perSec
+// iterations a second; negative when the rate is not known or nothing
+// is left.
+func Remaining(done, total int, perSec float64) time.Duration {
+	if perSec <= 0 || total <= done {
+		return -1
+	}
+	return time.Duration(float64(total-done) / perSec * float64(time.Second))
+}
+
+// FormatETA formats a remaining time to the second, "–" when unknown
+// (negative), as every progress line and status bar shows it.
+func FormatETA(d time.Duration) string {
+	if d < 0 {
+		return "–"
+	}
+	return d.Round(time.Second).String()
+}
 
 // ErrStopped is the error an observer returns to stop a run cleanly.
 var ErrStopped = errors.New("engine: run stopped")
@@ -223,17 +240,17 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 	}
 	validate := cfg.ValEvery > 0 && opts.Val != nil
 
-	var metrics *metricsWriter
+	var metrics *runfile.Log
 	if opts.Dir != "" {
 		if !opts.Resume {
 			if err := prepareRunDir(opts.Dir); err != nil {
 				return res, err
 			}
-			if err := WriteJSONAtomic(filepath.Join(opts.Dir, FileConfig), RunConfig{Preset: opts.Preset, Source: src.Name(), Config: cfg}); err != nil {
+			if err := runfile.WriteJSON(filepath.Join(opts.Dir, FileConfig), RunConfig{Preset: opts.Preset, Source: src.Name(), Config: cfg}, runfile.Private); err != nil {
 				return res, err
 			}
 		}
-		if metrics, err = openMetrics(filepath.Join(opts.Dir, FileMetrics), start); err != nil {
+		if metrics, err = runfile.OpenLog(filepath.Join(opts.Dir, FileMetrics), start, runfile.Shared); err != nil {
 			return res, err
 		}
 		defer metrics.Close()
@@ -244,9 +261,6 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 		if opts.Dir == "" {
 			return nil
 		}
-		if err := metrics.Flush(); err != nil {
-			return err
-		}
 		c := newCheckpoint(opts.Preset, src.Name(), m, opt, iter, win, trainSec)
 		c.BestVal, c.BestIter = bestVal, bestIter
 		if err := c.Save(filepath.Join(opts.Dir, FileCheckpoint)); err != nil {
@@ -255,9 +269,9 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 		saved = iter
 		return nil
 	}
-	var valLog *os.File
+	var valLog *runfile.Log
 	if validate && opts.Dir != "" {
-		if valLog, err = openValLog(filepath.Join(opts.Dir, FileVal), start); err != nil {
+		if valLog, err = runfile.OpenLog(filepath.Join(opts.Dir, FileVal), start, runfile.Private); err != nil {
 			return res, err
 		}
 		defer valLog.Close()
@@ -284,8 +298,7 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 			}
 		}
 		if valLog != nil {
-			b, _ := json.Marshal(ValRow{Iter: iter, Metric: ev.Metric, Mean: ev.Mean, CI95: ev.CI95, Tasks: ev.Tasks, TrainSeconds: trainSec, Best: best})
-			if _, err := valLog.Write(append(b, '\n')); err != nil {
+			if err := valLog.Append(ValRow{Iter: iter, Metric: ev.Metric, Mean: ev.Mean, CI95: ev.CI95, Tasks: ev.Tasks, TrainSeconds: trainSec, Best: best}); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -349,7 +362,7 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 			n := float64(win.N)
 			row := MetricsRow{Iter: done, Loss: win.Loss / n, Data: win.Data / n, KL: win.KL / n,
 				ELBO: -win.Loss / n, Lambda: st.Lambda, LR: cfg.LR, GradNorm: win.GradNorm / n}
-			if err := metrics.Write(row); err != nil {
+			if err := metrics.Append(row); err != nil {
 				return res, err
 			}
 			win = window{}
@@ -443,7 +456,7 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 			Params:     m.Params.Count(),
 			Final:      MetricsRow{Iter: cfg.Iters, Loss: last.Loss, Data: last.Data, KL: last.KL, ELBO: -last.Loss, Lambda: last.Lambda, LR: cfg.LR, GradNorm: last.GradNorm},
 			GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), Finished: time.Now().UTC(), Config: cfg}
-		if err := WriteJSONAtomic(filepath.Join(opts.Dir, FileSummary), sum); err != nil {
+		if err := runfile.WriteJSON(filepath.Join(opts.Dir, FileSummary), sum, runfile.Private); err != nil {
 			return res, err
 		}
 	}
@@ -486,142 +499,4 @@ func prepareRunDir(dir string) error {
 		return fmt.Errorf("engine: cannot create run directory: %w", err)
 	}
 	return nil
-}
-
-// WriteJSONAtomic writes v as indented JSON through a temporary file (synced)
-// and a rename, so readers never see a half-written file and a crash keeps
-// the previous one.
-func WriteJSONAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	if err := WriteFileAtomic(path, data, 0o600); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	return nil
-}
-
-// WriteFileAtomic writes data to path through a temporary file in the same
-// directory (synced, given mode perm) and a rename, so that readers never
-// see half a file and a crash mid-write keeps the previous one. Run files
-// are 0600; experiment results, meant to be shared, 0644.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	name := tmp.Name()
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Chmod(perm)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(name, path)
-	}
-	if werr != nil {
-		os.Remove(name)
-		return fmt.Errorf("writing %s: %w", path, werr)
-	}
-	return nil
-}
-
-// metricsWriter appends rows to metrics.jsonl. Opening it for a resumed run
-// drops rows past the checkpoint, which an interrupted process may have
-// written after its last checkpoint.
-type metricsWriter struct {
-	f *os.File
-	w *bufio.Writer
-}
-
-func openMetrics(path string, keepThrough int) (*metricsWriter, error) {
-	if keepThrough > 0 {
-		if err := truncateMetrics(path, keepThrough); err != nil {
-			return nil, err
-		}
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("engine: opening metrics: %w", err)
-	}
-	return &metricsWriter{f: f, w: bufio.NewWriter(f)}, nil
-}
-
-func truncateMetrics(path string, keepThrough int) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return fmt.Errorf("engine: reading metrics: %w", err)
-	}
-	var out []byte
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var row MetricsRow
-		if json.Unmarshal(sc.Bytes(), &row) != nil || row.Iter > keepThrough {
-			continue
-		}
-		out = append(append(out, sc.Bytes()...), '\n')
-	}
-	return writeFileAtomic(path, out)
-}
-
-func (mw *metricsWriter) Write(r MetricsRow) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	mw.w.Write(b)
-	mw.w.WriteByte('\n')
-	// Flushed per row so that `tail -f metrics.jsonl` follows the run.
-	return mw.Flush()
-}
-
-func (mw *metricsWriter) Flush() error {
-	if mw == nil {
-		return nil
-	}
-	if err := mw.w.Flush(); err != nil {
-		return fmt.Errorf("engine: writing metrics: %w", err)
-	}
-	return nil
-}
-
-func (mw *metricsWriter) Close() error {
-	err := mw.Flush()
-	if cerr := mw.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// openValLog opens val.jsonl for appending; a resumed run first drops the
-// rows past its checkpoint (they will be computed again).
-func openValLog(path string, keepThrough int) (*os.File, error) {
-	var keep []byte
-	if data, err := os.ReadFile(path); err == nil {
-		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-			var r ValRow
-			if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &r) != nil || r.Iter > keepThrough {
-				continue
-			}
-			keep = append(keep, line...)
-		}
-	}
-	if err := writeFileAtomic(path, keep); err != nil {
-		return nil, err
-	}
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -203,29 +202,6 @@ func TestCorruptCheckpointIsAClearError(t *testing.T) {
 	}
 }
 
-// A failed checkpoint write must leave the previous file as it was.
-func TestAtomicWriteKeepsOldFileOnFailure(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f")
-	if err := writeFileAtomic(path, []byte("old")); err != nil {
-		t.Fatal(err)
-	}
-	// Renaming onto a directory fails after the temporary file is written.
-	bad := filepath.Join(dir, "d")
-	os.Mkdir(bad, 0o755)
-	os.WriteFile(filepath.Join(bad, "x"), nil, 0o644)
-	if err := writeFileAtomic(bad, []byte("new")); err == nil {
-		t.Fatal("want an error renaming onto a non-empty directory")
-	}
-	if string(readFile(t, path)) != "old" {
-		t.Fatal("old file changed")
-	}
-	left, _ := filepath.Glob(filepath.Join(dir, "*.tmp-*"))
-	if len(left) != 0 {
-		t.Fatalf("temporary files left behind: %v", left)
-	}
-}
-
 func TestObserverPanicBecomesError(t *testing.T) {
 	cfg := tinyConfig("rff", 3)
 	_, err := Run(context.Background(), cfg, sineLike{}, RunOptions{}, ObserverFunc(func(Snapshot) error { panic("boom") }))
@@ -279,30 +255,6 @@ func TestValidateNamesTheProblem(t *testing.T) {
 		c := sineConfig(v)
 		if c.Variant() != v {
 			t.Errorf("variant %s round-trips as %s", v, c.Variant())
-		}
-	}
-}
-
-// Run files stay private; files written for sharing get the mode asked for.
-func TestWriteFileAtomicSetsMode(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		write func(string) error
-		want  os.FileMode
-	}{
-		{func(p string) error { return writeFileAtomic(p, []byte("x")) }, 0o600},
-		{func(p string) error { return WriteFileAtomic(p, []byte("x"), 0o644) }, 0o644},
-	} {
-		path := filepath.Join(dir, fmt.Sprint(tc.want))
-		if err := tc.write(path); err != nil {
-			t.Fatal(err)
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Mode().Perm() != tc.want {
-			t.Errorf("mode %v, want %v", st.Mode().Perm(), tc.want)
 		}
 	}
 }

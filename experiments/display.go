@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -215,7 +216,7 @@ func writeJSON(path string, v any) error {
 
 func writeFile(path string, data []byte) error {
 	// Results are for reading by others, unlike run files (0600).
-	if err := engine.WriteFileAtomic(path, data, 0o644); err != nil {
+	if err := runfile.WriteAtomic(path, data, runfile.Shared); err != nil {
 		return fmt.Errorf("experiments: %w", err)
 	}
 	return nil

@@ -652,7 +652,7 @@ func efficiencyFigure(dir string, res *Results) ([]string, error) {
 			ss = append(ss, s)
 		}
 	}
-	p := seriesPanel(fmt.Sprintf("%s (%s)", ciNote(res), wayShot(res.Points[0].Way, res.Points[0].Shot)),
+	p := seriesPanel(fmt.Sprintf("%s (%s)", ciNote(res), WayShot(res.Points[0].Way, res.Points[0].Shot)),
 		"number of bases D (log₂ axis)", res.Metric, ss, func(d int) float64 { return math.Log2(float64(d)) }, nil,
 		lowerIsBetter(res.Metric), false) // the legend where the curves end far from it: MSE falls and accuracy rises with D
 	return figure{title: res.title("Efficiency: metric against the number of bases D"), panels: [][]*plot.Plot{{p}}}.save(filepath.Join(dir, DirFigures, FigEfficiency))
@@ -722,7 +722,7 @@ func versatilityFigure(dir string, res *Results) ([]string, error) {
 			}
 			ss = append(ss, s)
 		}
-		row = append(row, seriesPanel(fmt.Sprintf("%s trained %s; ▲ trained setting", v, wayShot(tw, ts)),
+		row = append(row, seriesPanel(fmt.Sprintf("%s trained %s; ▲ trained setting", v, WayShot(tw, ts)),
 			"ways N (log axis)", res.Metric, ss, func(w int) float64 { return math.Log(float64(w)) }, trained, false, true))
 	}
 	return figure{title: res.title("Versatility: tested N-way k-shot (" + ciNote(res) + ")"), panels: [][]*plot.Plot{row}}.save(filepath.Join(dir, DirFigures, FigVersatility))
@@ -795,7 +795,7 @@ func heatmapFigure(dir string, res *Results) ([]string, error) {
 				}
 			}
 		}
-		p := newPanel(fmt.Sprintf("%s trained %s (* trained; accuracy %%)", v, wayShot(tw, ts)), "ways N", "shots k")
+		p := newPanel(fmt.Sprintf("%s trained %s (* trained; accuracy %%)", v, WayShot(tw, ts)), "ways N", "shots k")
 		h := plotter.NewHeatMap(g, lightBlues{})
 		if h.Min == h.Max {
 			h.Min -= 1

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // FileMAML is the file in a run directory that holds a MAML model.
@@ -57,7 +58,7 @@ func (m *MAMLModel) Save(dir string) error {
 	if m.window.N > 0 {
 		f.Window = &m.window
 	}
-	return engine.WriteJSONAtomic(filepath.Join(dir, FileMAML), f)
+	return runfile.WriteJSON(filepath.Join(dir, FileMAML), f, runfile.Private)
 }
 
 // LoadMAML reads a model saved by Save from dir. Train on it continues
@@ -193,5 +194,5 @@ func RunMAML(ctx context.Context, cfg MAMLConfig, dir string, progress func(iter
 	if err != nil {
 		return s, err
 	}
-	return s, engine.WriteJSONAtomic(filepath.Join(dir, engine.FileSummary), s)
+	return s, runfile.WriteJSON(filepath.Join(dir, engine.FileSummary), s, runfile.Private)
 }

@@ -37,6 +37,9 @@ type PointKey struct {
 	Shot      int    `json:"shot"`
 }
 
+// Setting is the evaluated setting of k, as WayShot names it.
+func (k PointKey) Setting() string { return WayShot(k.Way, k.Shot) }
+
 // SeedResult is one seed's value at a point: its evaluation and the run
 // that produced it.
 type SeedResult struct {
@@ -321,7 +324,7 @@ func (r *Results) Markdown() []byte {
 			dirs = append(dirs, "`"+s.RunDir+"`")
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %d × %d | %.1f | %.2f | %s |\n", p.Variant, p.Bases,
-			wayShot(p.TrainWay, p.TrainShot), wayShot(p.Way, p.Shot), fmtPM(p.Metric, p.Mean, p.CI95), p.CIKind,
+			WayShot(p.TrainWay, p.TrainShot), WayShot(p.Way, p.Shot), fmtPM(p.Metric, p.Mean, p.CI95), p.CIKind,
 			strings.Join(per, ", "), p.EvalTasks, p.EvalQuery, p.TrainSeconds, p.MsPerIter, strings.Join(dirs, " "))
 	}
 	if len(r.Figures) > 0 {
@@ -336,7 +339,9 @@ func (r *Results) Markdown() []byte {
 	return b.Bytes()
 }
 
-func wayShot(way, shot int) string {
+// WayShot names a task setting as the tables do: "5-way 1-shot", or
+// "5-shot" for regression (way 0).
+func WayShot(way, shot int) string {
 	if way > 0 {
 		return fmt.Sprintf("%d-way %d-shot", way, shot)
 	}
@@ -383,7 +388,7 @@ func (r *Results) ablationTable(b *bytes.Buffer) {
 	markBest(cells)
 	col := r.Preset
 	if len(r.Points) > 0 {
-		col = fmt.Sprintf("%s (%s)", r.Preset, wayShot(r.Points[0].Way, r.Points[0].Shot))
+		col = fmt.Sprintf("%s (%s)", r.Preset, WayShot(r.Points[0].Way, r.Points[0].Shot))
 	}
 	fmt.Fprintf(b, "| method | variant | %s: %s | per seed | train s | ms/iter |\n|---|---|---|---|---|---|\n", col, metricLabel(r.Metric))
 	for i, c := range cells {
@@ -518,7 +523,7 @@ func (r *Results) shotsTable(b *bytes.Buffer) {
 	}
 	b.WriteString("| method | variant |")
 	for _, k := range shots {
-		fmt.Fprintf(b, " %s: %s |", wayShot(r.Points[0].Way, k), metricLabel(r.Metric))
+		fmt.Fprintf(b, " %s: %s |", WayShot(r.Points[0].Way, k), metricLabel(r.Metric))
 	}
 	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(shots)) + "\n")
 	for _, v := range r.Options.Variants {
@@ -614,7 +619,7 @@ func (r *Results) versatilityTables(b *bytes.Buffer) {
 		}
 		slices.Sort(ways)
 		slices.Sort(shots)
-		fmt.Fprintf(b, "`%s` trained %s, tested N-way k-shot (accuracy %%):\n\n| k \\ N |", v, wayShot(tw, ts))
+		fmt.Fprintf(b, "`%s` trained %s, tested N-way k-shot (accuracy %%):\n\n| k \\ N |", v, WayShot(tw, ts))
 		for _, w := range ways {
 			fmt.Fprintf(b, " %d-way |", w)
 		}

@@ -706,7 +706,7 @@ func (r *Runner) evalCells(ctx context.Context, pr Progress, dir string, j job, 
 			r.report(q)
 			ev, err := evaluateCell(ctx, ck, cfg, family, o.Data, tasks)
 			if err != nil {
-				return fmt.Errorf("%s at %s: %w", j.name, wayShot(cell.Way, cell.Shot), err)
+				return fmt.Errorf("%s at %s: %w", j.name, WayShot(cell.Way, cell.Shot), err)
 			}
 			sr = SeedResult{Seed: cfg.Seed, Mean: ev.Mean, CI95: ev.CI95, Tasks: ev.Tasks, Query: ev.Query, Iters: ck.Iter,
 				TrainSeconds: trainSec, RunDir: j.name, EvalCheckpoint: which}

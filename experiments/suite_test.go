@@ -320,7 +320,7 @@ func TestOmniglotVersatilityGrid(t *testing.T) {
 	}
 	var cells []string
 	for _, p := range res.Points {
-		cells = append(cells, wayShot(p.Way, p.Shot))
+		cells = append(cells, WayShot(p.Way, p.Shot))
 		want := 2
 		if p.Shot == 19 {
 			want = 1

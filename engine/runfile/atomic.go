@@ -1,0 +1,63 @@
+package runfile
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Private is the mode of run files; Shared, that of results meant to be
+// read by others.
+const (
+	Private os.FileMode = 0o600
+	Shared  os.FileMode = 0o644
+)
+
+// WriteAtomic writes data to path through a temporary file in the same
+// directory (synced, given mode perm) and a rename, so that readers never
+// see half a file and a failed write keeps the previous one.
+func WriteAtomic(path string, data []byte, perm os.FileMode) error {
+	return WriteAtomicFunc(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomicFunc is WriteAtomic for content that write streams: path is
+// replaced only when write, the sync and the close all succeed.
+func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	name := tmp.Name()
+	werr := write(tmp)
+	if werr == nil {
+		werr = tmp.Chmod(perm)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(name, path)
+	}
+	if werr != nil {
+		os.Remove(name)
+		return fmt.Errorf("writing %s: %w", path, werr)
+	}
+	return nil
+}
+
+// WriteJSON writes v as indented JSON, atomically.
+func WriteJSON(path string, v any, perm os.FileMode) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return WriteAtomic(path, append(data, '\n'), perm)
+}

@@ -1,0 +1,9 @@
+// Package runfile writes the files of run and experiment directories so
+// that a crash, a kill or a full disk never leaves half a file behind:
+// whole files are replaced atomically (a synced temporary file renamed over
+// the old one), and JSON-lines logs are appended row by row and, when a run
+// resumes, cut back to the rows its checkpoint covers.
+//
+// It imports nothing of the engine, so the engine, the experiments and the
+// data caches share one copy of these primitives.
+package runfile

@@ -1,0 +1,131 @@
+package runfile
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// Log is a JSON-lines file open for appending, one value a line. Each
+// Append is flushed at once, so `tail -f` follows a run and a killed
+// process loses at most the row it was writing.
+type Log struct {
+	path string
+	f    *os.File
+	w    *bufio.Writer
+}
+
+// OpenLog opens the log at path for appending, creating it (mode perm) if
+// needed. With keepThrough ≥ 0, rows whose "iter" is past keepThrough, and
+// lines that do not parse (a row cut by a kill), are dropped first: a
+// resumed run computes them again from its checkpoint.
+func OpenLog(path string, keepThrough int, perm os.FileMode) (*Log, error) {
+	if keepThrough >= 0 {
+		if err := Truncate(path, keepThrough, perm); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, perm)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return &Log{path: path, f: f, w: bufio.NewWriter(f)}, nil
+}
+
+// Append writes v as one line and flushes it.
+func (l *Log) Append(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", l.path, err)
+	}
+	l.w.Write(b)
+	l.w.WriteByte('\n')
+	if err := l.w.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Close closes the file; a nil Log is already closed.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	err := l.w.Flush()
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("closing %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Append adds v as one line to the log at path and closes it again, for
+// logs written a row at a time far apart.
+func Append(path string, v any, perm os.FileMode) error {
+	l, err := OpenLog(path, -1, perm)
+	if err != nil {
+		return err
+	}
+	err = l.Append(v)
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Truncate drops the rows of the log at path whose "iter" is past
+// keepThrough and the lines that do not parse, atomically; a missing log
+// is left missing.
+func Truncate(path string, keepThrough int, perm os.FileMode) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", path, err)
+	}
+	var keep []byte
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		var row struct {
+			Iter *int `json:"iter"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &row) != nil || row.Iter == nil || *row.Iter > keepThrough {
+			continue
+		}
+		keep = append(keep, bytes.TrimRight(line, "\n")...)
+		keep = append(keep, '\n')
+	}
+	if bytes.Equal(keep, data) {
+		return nil
+	}
+	return WriteAtomic(path, keep, perm)
+}
+
+// Read returns the rows of the log at path, decoded as T, skipping lines
+// that do not parse (a row cut by a kill). A missing log has no rows.
+func Read[T any](path string) ([]T, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	var out []T
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var v T
+		if json.Unmarshal(line, &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
