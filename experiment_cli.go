@@ -31,14 +31,6 @@ Running the same command again on the same --out resumes it.
 Flags:
 `
 
-// experimentBaselines are the methods besides the engine's variants that
-// experiments can run, by variant name: the MAML baseline, which makes
-// "maml" a --variants name and a default variant of the sine shots
-// experiment (the paper's regression comparison).
-func experimentBaselines() map[string]experiments.BaselineFunc {
-	return map[string]experiments.BaselineFunc{experiments.MAML: experiments.MAMLBaseline}
-}
-
 func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -125,7 +117,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	}
 	o.Data = *data
 
-	r := &experiments.Runner{Dir: dir, Options: o, Baselines: experimentBaselines()}
+	r := &experiments.Runner{Dir: dir, Options: o, Baselines: experiments.DefaultBaselines()}
 	if _, err := r.Plan(); err != nil {
 		return fail(stderr, err)
 	}

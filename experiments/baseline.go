@@ -56,3 +56,11 @@ type BaselineResult struct {
 	// spread; MAML leaves it nil) filled in.
 	Fits []Fit
 }
+
+// DefaultBaselines are the baselines the command line and the workbench
+// offer beside the MetaKernel variants: MAML, a --variants name and a
+// default variant of the sine shots experiment (the paper's regression
+// comparison).
+func DefaultBaselines() map[string]BaselineFunc {
+	return map[string]BaselineFunc{MAML: MAMLBaseline}
+}

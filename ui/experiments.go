@@ -46,12 +46,6 @@ var expAbout = map[string]string{
 	experiments.Versatility: "one trained model evaluated at other ways × shots (the versatility figure)",
 }
 
-// expBaselines are the methods besides the engine's variants, as the
-// command line registers them.
-func expBaselines() map[string]experiments.BaselineFunc {
-	return map[string]experiments.BaselineFunc{experiments.MAML: experiments.MAMLBaseline}
-}
-
 // ---------------------------------------------------------------------
 // The worker: the Runner's goroutine and its mailbox.
 
@@ -355,7 +349,7 @@ func (f *expForm) refresh() {
 	p := f.presetOf()
 	name := f.kindName()
 	bl := slices.Sorted(func(yield func(string) bool) {
-		for n := range expBaselines() {
+		for n := range experiments.DefaultBaselines() {
 			if !yield(n) {
 				return
 			}
@@ -387,7 +381,7 @@ func (f *expForm) refresh() {
 	o, err := f.options()
 	if err == nil {
 		var plan []string
-		r := &experiments.Runner{Options: o, Baselines: expBaselines()}
+		r := &experiments.Runner{Options: o, Baselines: experiments.DefaultBaselines()}
 		if plan, err = r.Plan(); err == nil {
 			f.runs = len(plan)
 			f.opts, _, _ = o.Normalize(bl)
@@ -1037,7 +1031,7 @@ func (s *expScreen) start() tea.Cmd {
 	if dir == "" {
 		dir = presets.NewExperimentDir(s.root, o.Experiment, o.Preset, time.Now())
 	}
-	r := &experiments.Runner{Dir: dir, Options: o, Overrides: s.opts.Overrides, Baselines: expBaselines()}
+	r := &experiments.Runner{Dir: dir, Options: o, Overrides: s.opts.Overrides, Baselines: experiments.DefaultBaselines()}
 	plan, err := r.Plan()
 	if err != nil {
 		s.form.err = firstLine(err.Error())
