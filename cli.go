@@ -111,6 +111,30 @@ func checkPositive(fs *flag.FlagSet, set map[string]bool, names ...string) error
 	return nil
 }
 
+// parseArgs parses a command's flags as parse does, then answers --help
+// with the flags (exit 0) and a bad flag, a non-positive value of one of
+// the int flags positive, or a negative --seed with one error line (exit
+// 1). ok is false when the command is done, code being its exit status.
+func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr *os.File, positive ...string) (set map[string]bool, code int, ok bool) {
+	set, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		flagHelp(fs, stdout)
+		return nil, 0, false
+	}
+	if err == nil {
+		err = checkPositive(fs, set, positive...)
+	}
+	if err == nil && set["seed"] {
+		if s := fs.Lookup("seed").Value.(flag.Getter).Get().(int64); s < 0 {
+			err = fmt.Errorf("%s: --seed must be ≥ 0, got %d", fs.Name(), s)
+		}
+	}
+	if err != nil {
+		return nil, fail(stderr, err), false
+	}
+	return set, 0, true
+}
+
 func flagHelp(fs *flag.FlagSet, w io.Writer) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -125,7 +149,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	preset := fs.String("preset", "", "preset name (see mkbench presets)")
 	variant := fs.String("variant", "", "rbf, rff, vrf, vrf+ctx, vrf+cnf or metakernel (default: the preset's)")
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
-	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
+	fs.Int64("seed", -1, "random seed (default: the preset's)")
 	out := fs.String("out", "", "run directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
 	fs.Int("eval-tasks", 0, "tasks in the final evaluation (default: the preset's)")
 	resume := fs.String("resume", "", "continue the interrupted run in this directory")
@@ -134,19 +158,9 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
 	fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
 	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
-	set, err := parse(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			flagHelp(fs, stdout)
-			return 0
-		}
-		return fail(stderr, err)
-	}
-	if err := checkPositive(fs, set, "iters", "eval-tasks", "val-every", "val-tasks"); err != nil {
-		return fail(stderr, err)
-	}
-	if set["seed"] && *seed < 0 {
-		return fail(stderr, fmt.Errorf("run: --seed must be ≥ 0, got %d", *seed))
+	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks")
+	if !ok {
+		return code
 	}
 	if set["minutes"] && !(*minutes > 0) {
 		return fail(stderr, fmt.Errorf("run: --minutes must be positive, got %g", *minutes))
@@ -233,19 +247,9 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
 	data := fs.String("data", "", dataHelp)
-	set, err := parse(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			flagHelp(fs, stdout)
-			return 0
-		}
-		return fail(stderr, err)
-	}
-	if err := checkPositive(fs, set, "iters"); err != nil {
-		return fail(stderr, err)
-	}
-	if set["seed"] && *seed < 0 {
-		return fail(stderr, fmt.Errorf("tui: --seed must be ≥ 0, got %d", *seed))
+	_, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
+	if !ok {
+		return code
 	}
 	if *preset != "" {
 		if _, err := presets.Get(*preset); err != nil {
@@ -297,13 +301,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
 	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
-	set, err := parse(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			flagHelp(fs, stdout)
-			return 0
-		}
-		return fail(stderr, err)
+	set, code, ok := parseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if *run == "" {
 		return fail(stderr, errors.New("eval: --run DIR is required"))

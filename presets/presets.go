@@ -15,7 +15,7 @@ import (
 type Preset struct {
 	Name        string
 	Description string
-	Source      string // task family, see NewSource
+	Source      string // task family, see NewSources
 	Variant     string // default variant
 	Config      engine.Config
 }
@@ -193,23 +193,17 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			}
 			return Sources{}, err
 		}
-		var s Sources
-		for _, sp := range []struct {
-			split string
-			query int
-			dst   *task.Source
-		}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
-			set, err := data.Split(sp.split)
+		return splitSources(cfg, func(split string, query int) (task.Source, error) {
+			set, err := data.Split(split)
 			if err != nil {
-				return Sources{}, err
+				return nil, err
 			}
-			ep, err := datasets.NewEpisodes(set, cfg.Way, cfg.Shot, sp.query)
+			ep, err := datasets.NewEpisodes(set, cfg.Way, cfg.Shot, query)
 			if err != nil {
-				return Sources{}, fmt.Errorf("%s split: %w", sp.split, err)
+				return nil, fmt.Errorf("%s split: %w", split, err)
 			}
-			*sp.dst = ep
-		}
-		return s, nil
+			return ep, nil
+		})
 	case "cifarfs", "miniimagenet":
 		load, def := datasets.LoadCIFARFS, datasets.DefaultCIFARFSDir
 		if name == "miniimagenet" {
@@ -222,12 +216,12 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		if err != nil {
 			return Sources{}, dataHint(err)
 		}
-		return splitSources(cfg, func(split string) (datasets.ClassSource, error) { return set.Split(split) })
+		return classSources(cfg, func(split string) (datasets.ClassSource, error) { return set.Split(split) })
 	case "embeddings":
 		if dataDir == "" {
 			dataDir = datasets.DefaultEmbeddingsDir()
 		}
-		return splitSources(cfg, func(split string) (datasets.ClassSource, error) {
+		return classSources(cfg, func(split string) (datasets.ClassSource, error) {
 			path, err := datasets.EmbeddingSplitFile(dataDir, split)
 			if err != nil {
 				return nil, dataHint(err)
@@ -246,43 +240,46 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		if err != nil {
 			return Sources{}, err
 		}
-		var s Sources
-		for _, sp := range []struct {
-			split datasets.DomainSplit
-			query int
-			dst   *task.Source
-		}{{train, cfg.Query, &s.Train}, {val, cfg.EvalQuery, &s.Val}, {test, cfg.EvalQuery, &s.Test}} {
-			ep, err := d.Episodes(sp.split, cfg.Way, cfg.Shot, sp.query)
-			if err != nil {
-				return Sources{}, err
-			}
-			*sp.dst = ep
-		}
-		return s, nil
+		splits := map[string]datasets.DomainSplit{"train": train, "val": val, "test": test}
+		return splitSources(cfg, func(split string, query int) (task.Source, error) {
+			return d.Episodes(splits[split], cfg.Way, cfg.Shot, query)
+		})
 	}
 	return Sources{}, fmt.Errorf("unknown task family %q", name)
 }
 
-// splitSources makes the train, val and test episode sources of a family
-// whose splits split returns.
-func splitSources(cfg engine.Config, split func(string) (datasets.ClassSource, error)) (Sources, error) {
+// splitSources makes a run's three sources: split("train", cfg.Query)
+// for training, and the val and test splits with cfg.EvalQuery queries.
+func splitSources(cfg engine.Config, split func(name string, query int) (task.Source, error)) (Sources, error) {
 	var s Sources
 	for _, sp := range []struct {
 		name  string
 		query int
 		dst   *task.Source
 	}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
-		set, err := split(sp.name)
+		src, err := split(sp.name, sp.query)
 		if err != nil {
 			return Sources{}, err
 		}
-		ep, err := datasets.NewClassEpisodes(set, cfg.Way, cfg.Shot, sp.query)
-		if err != nil {
-			return Sources{}, fmt.Errorf("%s split: %w", sp.name, err)
-		}
-		*sp.dst = ep
+		*sp.dst = src
 	}
 	return s, nil
+}
+
+// classSources is splitSources for a family whose splits are class sets
+// (CIFAR-FS, miniImageNet, embeddings): way-way shot-shot episodes of each.
+func classSources(cfg engine.Config, set func(split string) (datasets.ClassSource, error)) (Sources, error) {
+	return splitSources(cfg, func(split string, query int) (task.Source, error) {
+		cs, err := set(split)
+		if err != nil {
+			return nil, err
+		}
+		ep, err := datasets.NewClassEpisodes(cs, cfg.Way, cfg.Shot, query)
+		if err != nil {
+			return nil, fmt.Errorf("%s split: %w", split, err)
+		}
+		return ep, nil
+	})
 }
 
 // dataHint adds the fix to a missing-data error.

@@ -173,7 +173,7 @@ var ErrUnknownKey = errors.New("unknown setting")
 // ErrUnusedKey is wrapped by the error for an override of a setting the
 // preset's variant does not use (way on a regression preset, flow_layers
 // on a variant without flows).
-var ErrUnusedKey = errors.New("setting not used by this run")
+var ErrUnusedKey = errors.New("setting not used by this preset")
 
 func applyOverride(c, preset *engine.Config, key string, v any) error {
 	k := strings.ReplaceAll(key, "-", "_")

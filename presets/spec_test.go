@@ -1,0 +1,130 @@
+package presets
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Spec.Config is a deep copy: changing one config never reaches the preset
+// or another config.
+func TestSpecConfigIsDeepCopy(t *testing.T) {
+	_, a, err := Spec{Preset: "omniglot-5w1s"}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Conv.Filters = 1
+	_, b, err := Spec{Preset: "omniglot-5w1s"}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Conv.Filters != 64 {
+		t.Fatalf("a config's Conv is shared: %d filters", b.Conv.Filters)
+	}
+	_, s1, _ := Spec{Preset: "sine-5shot"}.Config()
+	s1.EmbedHidden[0] = 7
+	_, s2, _ := Spec{Preset: "sine-5shot"}.Config()
+	if s2.EmbedHidden[0] != 40 {
+		t.Fatalf("a config's EmbedHidden is shared: %v", s2.EmbedHidden)
+	}
+	ov := Overrides{"embed_hidden": []int{8, 8}}
+	_, s3, _ := Spec{Preset: "sine-5shot", Overrides: ov}.Config()
+	s3.EmbedHidden[0] = 9
+	if ov["embed_hidden"].([]int)[0] != 8 {
+		t.Fatal("the config shares the override's list")
+	}
+}
+
+// The variant sets the model switches; flow variants keep the preset's
+// number of coupling layers; overrides apply on top, whatever their order.
+func TestSpecVariantsAndOverrides(t *testing.T) {
+	for _, v := range []string{"rbf", "rff", "vrf", "vrf+ctx", "vrf+cnf", "metakernel"} {
+		_, c, err := Spec{Preset: "sine-5shot", Variant: v}.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Variant() != v {
+			t.Errorf("variant %s gives %s", v, c.Variant())
+		}
+		if want := map[bool]int{true: 4, false: 0}[strings.HasSuffix(v, "cnf") || v == "metakernel"]; c.FlowLayers != want {
+			t.Errorf("%s: %d flow layers, want %d", v, c.FlowLayers, want)
+		}
+	}
+	p, c, err := Spec{Preset: "sine-5shot", Overrides: Overrides{
+		"iters": 300, "seed": int64(7), "lr": 3e-4, "eval-tasks": 50, "embed_hidden": []any{16, 8}, "optimizer": "sgd",
+	}}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "sine-5shot" || c.Variant() != "metakernel" || c.Iters != 300 || c.Seed != 7 || c.LR != 3e-4 || c.EvalTasks != 50 ||
+		!reflect.DeepEqual(c.EmbedHidden, []int{16, 8}) || c.Optimizer != "sgd" {
+		t.Fatalf("overrides not applied: %+v", c)
+	}
+	_, d, _ := Spec{Preset: "sine-5shot"}.Config()
+	if d.Iters != p.Config.Iters || d.Seed != p.Config.Seed {
+		t.Fatal("no overrides must give the preset's settings")
+	}
+	// With returns a copy.
+	base := Overrides{"iters": 1}
+	if ext := base.With("seed", 2); len(base) != 1 || len(ext) != 2 {
+		t.Fatalf("With changed its receiver: %v %v", base, ext)
+	}
+}
+
+// Each kind of bad spec gives one error naming what is wrong.
+func TestSpecErrorsNameTheProblem(t *testing.T) {
+	cases := []struct {
+		spec Spec
+		want string
+		is   error
+	}{
+		{Spec{Preset: "sine-6shot"}, `unknown preset "sine-6shot"`, nil},
+		{Spec{Preset: "sine-5shot", Variant: "metakernal"}, `unknown variant "metakernal"`, nil},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"bassses": 3}}, `"bassses"`, ErrUnknownKey},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"way": 5}}, `"way"`, ErrUnusedKey},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"val_tasks": 5}}, `"val_tasks"`, ErrUnusedKey},
+		{Spec{Preset: "omniglot-5w1s", Overrides: Overrides{"embed_hidden": []int{8}}}, `"embed_hidden"`, ErrUnusedKey},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"iters": 2.5}}, "iters: want a whole number", nil},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"lr": "fast"}}, "lr: want a number", nil},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"embed_hidden": []any{8, "x"}}}, "embed_hidden: want a whole number", nil},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"iters": 0}}, "iters", nil},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"optimizer": "rmsprop"}}, "optimizer", nil},
+	}
+	for _, tc := range cases {
+		_, _, err := tc.spec.Config()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: want an error containing %q, got %v", tc.spec, tc.want, err)
+		}
+		if tc.is != nil && !errors.Is(err, tc.is) {
+			t.Errorf("%+v: want %v, got %v", tc.spec, tc.is, err)
+		}
+	}
+}
+
+// Every key OverrideKeys lists is accepted by some preset.
+func TestOverrideKeysAreAccepted(t *testing.T) {
+	for _, k := range OverrideKeys() {
+		var v any
+		switch k.Kind {
+		case KindInt:
+			v = 2
+		case KindFloat:
+			v = 0.5
+		case KindString:
+			v = "adam"
+		case KindIntList:
+			v = []int{8}
+		}
+		ok := false
+		for _, p := range []string{"sine-5shot", "omniglot-5w1s"} {
+			_, _, err := Spec{Preset: p, Overrides: Overrides{k.Key: v}}.Config()
+			if !errors.Is(err, ErrUnknownKey) && !errors.Is(err, ErrUnusedKey) {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("key %q is listed but no preset accepts it", k.Key)
+		}
+	}
+}
