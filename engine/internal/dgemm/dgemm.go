@@ -24,19 +24,9 @@ var (
 // Kernel names the micro-kernel in use: "avx2" or "go".
 func Kernel() string { return active.name }
 
-// Epilogue is work fused into the store of a product. For every element
-// v = alpha·(op(A)·op(B))[i][j] + beta·C[i][j] of the result, applied in
-// this order:
-//
-//	v += RowBias[i]          if RowBias != nil (len ≥ m)
-//	v = max(v, 0)            if ReLU (NaN and -0 pass through unchanged)
-//	v = 0 unless Mask > 0    if Mask != nil, with Mask[i*LdMask+j]
-type Epilogue struct {
-	RowBias []float64
-	ReLU    bool
-	Mask    []float64
-	LdMask  int
-}
+// Epilogue is work fused into the store of a product: a row bias, ReLU
+// and a zero mask, applied in that order; see gemmcore.Epilogue.
+type Epilogue = gemmcore.Epilogue[float64]
 
 // Workspace holds the packing buffers of a product. The zero value is ready
 // to use; buffers grow to the largest product seen and are then reused, so a
@@ -75,5 +65,5 @@ func (w *Workspace) Gemm(tA, tB bool, m, n, k int, alpha float64, a []float64, l
 // GemmEpilogue is Gemm followed by the element-wise epilogue ep, fused into
 // the store of each tile.
 func (w *Workspace) GemmEpilogue(tA, tB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int, ep Epilogue) {
-	w.core.GemmEpilogue(&active.gemm, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, (*gemmcore.Epilogue[float64])(&ep))
+	w.core.GemmEpilogue(&active.gemm, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, &ep)
 }

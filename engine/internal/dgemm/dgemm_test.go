@@ -7,7 +7,7 @@ import (
 )
 
 // The product tests and benchmarks are gemmtest's, shared with sgemm.
-var suite = gemmtest.New[float64, Epilogue, Workspace](Gemm, &active, impls, func(im *impl) string { return im.name })
+var suite = gemmtest.New[float64, Workspace](Gemm, &active, impls, func(im *impl) string { return im.name })
 
 func TestGemm(t *testing.T) { suite.Test(t) }
 

@@ -11,9 +11,10 @@
 // gemmcore, instantiated for float64. A is never packed but broadcast in
 // place with a row and a k stride, B is read in place or packed into 8- and
 // 4-column panels, a tile of up to 6×8 results lives in 12 YMM registers
-// (the assembly here). CPUs without AVX2 and FMA, other architectures and
-// builds with the purego tag use the portable Go kernels with the same
-// blocking.
+// (the assembly here, which gen generates from sgemm's float32 kernels:
+// never edit kernel_amd64.s by hand). CPUs without AVX2 and FMA, other
+// architectures and builds with the purego tag use the portable Go kernels
+// with the same blocking.
 //
 // Every routine is serial and sums in an order fixed by the shapes alone, so
 // results are bit-for-bit reproducible for the same inputs whatever
@@ -25,3 +26,5 @@
 // (xoshiro256+ in four lanes) and Normals (Box–Muller on those bits), which
 // together make 128k normals in a third of the time of rand's ziggurat.
 package dgemm
+
+//go:generate go run ./gen

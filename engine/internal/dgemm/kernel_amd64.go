@@ -8,14 +8,10 @@ import (
 	"github.com/mkbench/mkbench/engine/internal/gemmcore"
 )
 
-// The assembly micro-kernels (kernel_amd64.s) implement gemmcore.Kernel with
-// AVX2 and FMA3: a 6×8 tile of doubles lives in 12 YMM registers.
-
-//go:noescape
-func kern8AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb int, c *float64, ldc int, alpha, beta float64, flags int, bias, mask *float64, ldm int)
-
-//go:noescape
-func kern4AVX2(nt, base, extra, kc int, a *float64, sa, ra int, b *float64, sb int, c *float64, ldc int, alpha, beta float64, flags int, bias, mask *float64, ldm int)
+// The assembly micro-kernels implement gemmcore.Kernel with AVX2 and FMA3:
+// a 6×8 tile of doubles lives in 12 YMM registers. kernel_amd64.s and the
+// declarations in kernel_decl_amd64.go are generated from sgemm's float32
+// kernels (see gen).
 
 var avx2Impl = impl{name: "avx2", gemm: gemmcore.Kernels[float64]{Full: kern8AVX2, Half: kern4AVX2}}
 

@@ -70,8 +70,14 @@ func GoKernels[T Float]() Kernels[T] {
 	return Kernels[T]{Full: kernGoFull[T], Half: kernGoHalf[T]}
 }
 
-// Epilogue is work fused into the store of a product; see sgemm.Epilogue.
-// The packages convert theirs, of the same layout, to this one.
+// Epilogue is work fused into the store of a product (sgemm.Epilogue and
+// dgemm.Epilogue are this type). For every element
+// v = alpha·(op(A)·op(B))[i][j] + beta·C[i][j] of the result, applied in
+// this order:
+//
+//	v += RowBias[i]          if RowBias != nil (len ≥ m)
+//	v = max(v, 0)            if ReLU (NaN and -0 pass through unchanged)
+//	v = 0 unless Mask > 0    if Mask != nil, with Mask[i*LdMask+j]
 type Epilogue[T Float] struct {
 	RowBias []T
 	ReLU    bool

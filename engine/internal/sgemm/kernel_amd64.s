@@ -2,7 +2,9 @@
 
 #include "textflag.h"
 
-// Micro-kernels for kernelFunc (see sgemm.go), for AVX2 and FMA3.
+// Micro-kernels implementing gemmcore.Kernel (see gemmcore.go) for AVX2
+// and FMA3. dgemm's float64 kernels are generated from this file (see
+// ELEM below); column counts here are float32's, float64 has half as many.
 //
 // Element (p, i) of A is at a + p·sa + i·ra: with ra = 1 that is a packed
 // panel or a stored Aᵀ, with sa = 1 a stored A read in place, so A is never
@@ -27,6 +29,15 @@
 // Epilogue: BX flags, R10 C, R11 C stride, R12 mask stride (bytes), AX
 // the row pointer being walked, Y12 alpha, Y13 beta, Y14 zero, Y15 scratch.
 // Flag bits: 1 beta, 2 alpha, 4 bias, 8 ReLU, 16 mask.
+
+// ELEM is the size of an element in bytes, 1<<ELEMSHIFT. dgemm/gen makes
+// dgemm's kernel_amd64.s from this file: packed-single arithmetic becomes
+// packed-double, ELEM and ELEMSHIFT become 8 and 3, argument offsets
+// follow the float64 signatures and each kernel is named by its halved
+// panel width. So element sizes are written with these two, never as
+// numbers.
+#define ELEM 4
+#define ELEMSHIFT 2
 
 #define ZERO12 \
 	VXORPS Y0, Y0, Y0; VXORPS Y1, Y1, Y1; VXORPS Y2, Y2, Y2; VXORPS Y3, Y3, Y3; \
@@ -55,31 +66,31 @@
 	MOVQ kc+24(FP), CX; \
 	MOVQ acur-8(SP), SI; \
 	MOVQ sa+40(FP), R8; \
-	SHLQ $2, R8; \
+	SHLQ $ELEMSHIFT, R8; \
 	MOVQ ra+48(FP), R13; \
-	SHLQ $2, R13; \
+	SHLQ $ELEMSHIFT, R13; \
 	LEAQ (R13)(R13*2), BX; \
 	ADDQ SI, BX; \
 	MOVQ b+56(FP), DI; \
 	MOVQ sb+64(FP), R9; \
-	SHLQ $2, R9
+	SHLQ $ELEMSHIFT, R9
 
 // NEXTTILE advances the tile state by DX rows and loops to label top while
 // tiles remain.
 #define NEXTTILE(top) \
 	MOVQ ra+48(FP), AX; \
 	IMULQ DX, AX; \
-	SHLQ $2, AX; \
+	SHLQ $ELEMSHIFT, AX; \
 	ADDQ AX, acur-8(SP); \
 	MOVQ ldc+80(FP), AX; \
 	IMULQ DX, AX; \
-	SHLQ $2, AX; \
+	SHLQ $ELEMSHIFT, AX; \
 	ADDQ AX, ccur-16(SP); \
-	LEAQ (DX*4), AX; \
+	LEAQ (DX*ELEM), AX; \
 	ADDQ AX, bcur-24(SP); \
 	MOVQ ldm+120(FP), AX; \
 	IMULQ DX, AX; \
-	SHLQ $2, AX; \
+	SHLQ $ELEMSHIFT, AX; \
 	ADDQ AX, mcur-32(SP); \
 	MOVQ tile-40(SP), AX; \
 	INCQ AX; \
@@ -97,7 +108,7 @@
 // Epilogue steps for one row; AX points at the row's C, bias or mask.
 #define SCALE16(x0, x1) VMULPS Y12, x0, x0; VMULPS Y12, x1, x1
 #define BETA16(x0, x1) VFMADD231PS (AX), Y13, x0; VFMADD231PS 32(AX), Y13, x1
-#define BIAS16(off, x0, x1) VBROADCASTSS off(AX), Y15; VADDPS Y15, x0, x0; VADDPS Y15, x1, x1
+#define BIAS16(row, x0, x1) VBROADCASTSS (row*ELEM)(AX), Y15; VADDPS Y15, x0, x0; VADDPS Y15, x1, x1
 // max(0, x) returning x itself when x is NaN or ±0 (the second source).
 #define RELU16(x0, x1) VMAXPS x0, Y14, x0; VMAXPS x1, Y14, x1
 // Keep x where 0 < mask (ordered: a NaN mask clears).
@@ -106,7 +117,7 @@
 
 #define SCALE8(x0) VMULPS Y12, x0, x0
 #define BETA8(x0) VFMADD231PS (AX), Y13, x0
-#define BIAS8(off, x0) VBROADCASTSS off(AX), Y15; VADDPS Y15, x0, x0
+#define BIAS8(row, x0) VBROADCASTSS (row*ELEM)(AX), Y15; VADDPS Y15, x0, x0
 #define RELU8(x0) VMAXPS x0, Y14, x0
 #define MASK8(x0) VCMPPS $0x11, (AX), Y14, Y15; VANDPS Y15, x0, x0
 #define STORE8(x0) VMOVUPS x0, (AX)
@@ -368,7 +379,7 @@ k16e:
 	MOVQ flags+96(FP), BX
 	MOVQ ccur-16(SP), R10
 	MOVQ ldc+80(FP), R11
-	SHLQ $2, R11
+	SHLQ $ELEMSHIFT, R11
 	VXORPS Y14, Y14, Y14
 
 	TESTQ $2, BX
@@ -404,15 +415,15 @@ k16bias:
 	MOVQ bcur-24(SP), AX
 	BIAS16(0, Y0, Y1)
 	LASTROW(1, k16relu)
-	BIAS16(4, Y2, Y3)
+	BIAS16(1, Y2, Y3)
 	LASTROW(2, k16relu)
-	BIAS16(8, Y4, Y5)
+	BIAS16(2, Y4, Y5)
 	LASTROW(3, k16relu)
-	BIAS16(12, Y6, Y7)
+	BIAS16(3, Y6, Y7)
 	LASTROW(4, k16relu)
-	BIAS16(16, Y8, Y9)
+	BIAS16(4, Y8, Y9)
 	LASTROW(5, k16relu)
-	BIAS16(20, Y10, Y11)
+	BIAS16(5, Y10, Y11)
 
 k16relu:
 	TESTQ $8, BX
@@ -429,7 +440,7 @@ k16mask:
 	JZ    k16store
 	MOVQ mcur-32(SP), AX
 	MOVQ ldm+120(FP), R12
-	SHLQ $2, R12
+	SHLQ $ELEMSHIFT, R12
 	MASK16(Y0, Y1)
 	NEXTROW(1, k16store, R12)
 	MASK16(Y2, Y3)
@@ -684,7 +695,7 @@ k8e:
 	MOVQ flags+96(FP), BX
 	MOVQ ccur-16(SP), R10
 	MOVQ ldc+80(FP), R11
-	SHLQ $2, R11
+	SHLQ $ELEMSHIFT, R11
 	VXORPS Y14, Y14, Y14
 
 	TESTQ $2, BX
@@ -720,15 +731,15 @@ k8bias:
 	MOVQ bcur-24(SP), AX
 	BIAS8(0, Y0)
 	LASTROW(1, k8relu)
-	BIAS8(4, Y2)
+	BIAS8(1, Y2)
 	LASTROW(2, k8relu)
-	BIAS8(8, Y4)
+	BIAS8(2, Y4)
 	LASTROW(3, k8relu)
-	BIAS8(12, Y6)
+	BIAS8(3, Y6)
 	LASTROW(4, k8relu)
-	BIAS8(16, Y8)
+	BIAS8(4, Y8)
 	LASTROW(5, k8relu)
-	BIAS8(20, Y10)
+	BIAS8(5, Y10)
 
 k8relu:
 	TESTQ $8, BX
@@ -745,7 +756,7 @@ k8mask:
 	JZ    k8store
 	MOVQ mcur-32(SP), AX
 	MOVQ ldm+120(FP), R12
-	SHLQ $2, R12
+	SHLQ $ELEMSHIFT, R12
 	MASK8(Y0)
 	NEXTROW(1, k8store, R12)
 	MASK8(Y2)

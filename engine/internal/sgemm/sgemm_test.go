@@ -23,7 +23,7 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) {
 const guard = float32(-12345.5)
 
 // The product tests and benchmarks are gemmtest's, shared with dgemm.
-var suite = gemmtest.New[float32, Epilogue, Workspace](Gemm, &active, impls, func(im *impl) string { return im.name })
+var suite = gemmtest.New[float32, Workspace](Gemm, &active, impls, func(im *impl) string { return im.name })
 
 func TestGemm(t *testing.T) { suite.Test(t) }
 

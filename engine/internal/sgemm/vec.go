@@ -231,39 +231,31 @@ func Transpose(dst []float32, ldd int, src []float32, lds, rows, cols int) {
 // ToFloat32 converts the rows×cols matrix src (row stride lds) to float32,
 // rounding to nearest, into dst (row stride ldd).
 func ToFloat32(dst []float32, ldd int, src []float64, lds, rows, cols int) {
-	if rows == 0 || cols == 0 {
-		return
-	}
-	dst = dst[:(rows-1)*ldd+cols]
-	src = src[:(rows-1)*lds+cols]
-	if f := active.toFloat32; f != nil {
-		f(&dst[0], ldd, &src[0], lds, rows, cols)
-		return
-	}
-	for i := 0; i < rows; i++ {
-		d := dst[i*ldd : i*ldd+cols]
-		for j, v := range src[i*lds : i*lds+cols] {
-			d[j] = float32(v)
-		}
-	}
+	convert(dst, ldd, src, lds, rows, cols, active.toFloat32)
 }
 
 // ToFloat64 converts the rows×cols matrix src (row stride lds) to float64
 // (exactly) into dst (row stride ldd).
 func ToFloat64(dst []float64, ldd int, src []float32, lds, rows, cols int) {
+	convert(dst, ldd, src, lds, rows, cols, active.toFloat64)
+}
+
+// convert is ToFloat32 and ToFloat64: with the kernel f when there is one,
+// else in Go.
+func convert[D, S float32 | float64](dst []D, ldd int, src []S, lds, rows, cols int, f func(dst *D, ldd int, src *S, lds, rows, cols int)) {
 	if rows == 0 || cols == 0 {
 		return
 	}
 	dst = dst[:(rows-1)*ldd+cols]
 	src = src[:(rows-1)*lds+cols]
-	if f := active.toFloat64; f != nil {
+	if f != nil {
 		f(&dst[0], ldd, &src[0], lds, rows, cols)
 		return
 	}
 	for i := 0; i < rows; i++ {
 		d := dst[i*ldd : i*ldd+cols]
 		for j, v := range src[i*lds : i*lds+cols] {
-			d[j] = float64(v)
+			d[j] = D(v)
 		}
 	}
 }

@@ -17,45 +17,34 @@ import (
 	"github.com/mkbench/mkbench/engine/internal/gemmcore"
 )
 
-// Epilogue is satisfied by a package's Epilogue type, of the same layout as
-// gemmcore.Epilogue, so that the cases can build one.
-type Epilogue[T gemmcore.Float] interface {
-	~struct {
-		RowBias []T
-		ReLU    bool
-		Mask    []T
-		LdMask  int
-	}
-}
-
 // Workspace is a package's *Workspace.
-type Workspace[T gemmcore.Float, E Epilogue[T]] interface {
+type Workspace[T gemmcore.Float] interface {
 	Gemm(tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)
-	GemmEpilogue(tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, ep E)
+	GemmEpilogue(tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, ep gemmcore.Epilogue[T])
 }
 
 // Suite describes the package under test.
-type Suite[T gemmcore.Float, E Epilogue[T]] struct {
+type Suite[T gemmcore.Float] struct {
 	impls int                          // kernel sets this machine runs
 	use   func(i int) (string, func()) // see New
-	new   func() Workspace[T, E]
+	new   func() Workspace[T]
 	gemm  func(tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)
 }
 
 // New returns the suite of a package whose workspace is W, pooled product
 // gemm and kernel sets impls, of which *active is in use; name names a set.
-func New[T gemmcore.Float, E Epilogue[T], W any, PW interface {
+func New[T gemmcore.Float, W any, PW interface {
 	*W
-	Workspace[T, E]
-}, K any](gemm func(tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int), active *K, impls []K, name func(K) string) *Suite[T, E] {
-	return &Suite[T, E]{
+	Workspace[T]
+}, K any](gemm func(tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int), active *K, impls []K, name func(K) string) *Suite[T] {
+	return &Suite[T]{
 		impls: len(impls),
 		use: func(i int) (string, func()) {
 			old := *active
 			*active = impls[i]
 			return name(impls[i]), func() { *active = old }
 		},
-		new:  func() Workspace[T, E] { return PW(new(W)) },
+		new:  func() Workspace[T] { return PW(new(W)) },
 		gemm: gemm,
 	}
 }
@@ -73,7 +62,7 @@ func bounds[T gemmcore.Float]() (eps, agree float64) {
 
 // forEachImpl runs f once with every kernel set this machine supports
 // active, so that the assembly and the pure-Go kernels are both tested.
-func (s *Suite[T, E]) forEachImpl(t *testing.T, f func(t *testing.T)) {
+func (s *Suite[T]) forEachImpl(t *testing.T, f func(t *testing.T)) {
 	for i := range s.impls {
 		name, restore := s.use(i)
 		t.Run(name, f)
@@ -82,7 +71,7 @@ func (s *Suite[T, E]) forEachImpl(t *testing.T, f func(t *testing.T)) {
 }
 
 // Test runs every test of the products as subtests.
-func (s *Suite[T, E]) Test(t *testing.T) {
+func (s *Suite[T]) Test(t *testing.T) {
 	t.Run("Shapes", s.shapes)
 	t.Run("Options", s.options)
 	t.Run("Large", s.large)
@@ -114,7 +103,7 @@ const guard = -12345.5
 // run performs the case with the active kernels and checks it against a
 // float64 reference, element by element, with a bound proportional to the
 // magnitude of the terms summed.
-func (s *Suite[T, E]) run(t *testing.T, rng *rand.Rand, w Workspace[T, E], c gemmCase[T]) {
+func (s *Suite[T]) run(t *testing.T, rng *rand.Rand, w Workspace[T], c gemmCase[T]) {
 	t.Helper()
 	ar, ac := c.m, c.k
 	if c.tA {
@@ -183,7 +172,7 @@ func (s *Suite[T, E]) run(t *testing.T, rng *rand.Rand, w Workspace[T, E], c gem
 			}
 		}
 	}
-	w.GemmEpilogue(c.tA, c.tB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, cfull[:cn], ldc, E(ep))
+	w.GemmEpilogue(c.tA, c.tB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, cfull[:cn], ldc, ep)
 
 	at := func(i, p int) float64 {
 		if c.tA {
@@ -249,7 +238,7 @@ var dims = []int{1, 2, 3, 5, 6, 7, 8, 9, 12, 15, 16, 17, 20, 23, 24, 25, 31, 33,
 // shapes covers all transpose combinations over sizes that hit every tile
 // height (1…6) and every column edge (full and half panels of 4, 8 or 16
 // columns, partial or not).
-func (s *Suite[T, E]) shapes(t *testing.T) {
+func (s *Suite[T]) shapes(t *testing.T) {
 	s.forEachImpl(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		w := s.new()
@@ -267,7 +256,7 @@ func (s *Suite[T, E]) shapes(t *testing.T) {
 }
 
 // options varies alpha, beta, strides and the epilogue.
-func (s *Suite[T, E]) options(t *testing.T) {
+func (s *Suite[T]) options(t *testing.T) {
 	s.forEachImpl(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(3, 4))
 		w := s.new()
@@ -292,7 +281,7 @@ func (s *Suite[T, E]) options(t *testing.T) {
 
 // runCases runs cases with every kernel set, then more, if not nil, with
 // the same workspace.
-func (s *Suite[T, E]) runCases(t *testing.T, seed uint64, cases []gemmCase[T], more func(t *testing.T, w Workspace[T, E])) {
+func (s *Suite[T]) runCases(t *testing.T, seed uint64, cases []gemmCase[T], more func(t *testing.T, w Workspace[T])) {
 	s.forEachImpl(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, seed+1))
 		w := s.new()
@@ -306,7 +295,7 @@ func (s *Suite[T, E]) runCases(t *testing.T, seed uint64, cases []gemmCase[T], m
 }
 
 // large crosses the kc, mc and nc block boundaries.
-func (s *Suite[T, E]) large(t *testing.T) {
+func (s *Suite[T]) large(t *testing.T) {
 	s.runCases(t, 5, []gemmCase[T]{
 		{m: 150, n: 40, k: 600, alpha: 1, beta: 0.5, bias: true, relu: true},
 		{tA: true, tB: true, m: 300, n: 530, k: 300, alpha: -0.5, beta: 1, mask: true},
@@ -317,13 +306,13 @@ func (s *Suite[T, E]) large(t *testing.T) {
 
 // zeroSizes checks the degenerate products: nothing read for m = 0 or
 // n = 0, C = beta·C (+ epilogue) for k = 0 or alpha = 0.
-func (s *Suite[T, E]) zeroSizes(t *testing.T) {
+func (s *Suite[T]) zeroSizes(t *testing.T) {
 	s.runCases(t, 7, []gemmCase[T]{
 		{m: 0, n: 5, k: 3, alpha: 1}, {m: 4, n: 0, k: 3, alpha: 1},
 		{m: 4, n: 5, k: 0, alpha: 1, beta: 0.5, bias: true, relu: true, mask: true},
 		{m: 4, n: 5, k: 3, alpha: 0, beta: 2},
 		{m: 4, n: 5, k: 0, alpha: 1, beta: 0},
-	}, func(t *testing.T, w Workspace[T, E]) {
+	}, func(t *testing.T, w Workspace[T]) {
 		// alpha == 0: A and B are not read, so they may be empty.
 		cc := []T{1, 2, 3, 4}
 		w.Gemm(false, false, 2, 2, 3, 0, nil, 3, nil, 2, 3, cc, 2)
@@ -333,7 +322,7 @@ func (s *Suite[T, E]) zeroSizes(t *testing.T) {
 	})
 }
 
-func (s *Suite[T, E]) panics(t *testing.T) {
+func (s *Suite[T]) panics(t *testing.T) {
 	a := make([]T, 12)
 	for _, f := range []func(){
 		func() { s.gemm(false, false, -1, 2, 2, 1, a, 2, a, 2, 0, a, 2) },
@@ -341,7 +330,7 @@ func (s *Suite[T, E]) panics(t *testing.T) {
 		func() { s.gemm(false, false, 3, 4, 5, 1, a, 5, a, 4, 0, a, 4) },    // A too short
 		func() { s.gemm(true, true, 3, 4, 2, 1, a, 3, a, 2, 0, a[:11], 4) }, // C too short
 		func() {
-			s.new().GemmEpilogue(false, false, 3, 4, 2, 1, a, 2, a, 4, 0, a, 4, E{RowBias: a[:2]})
+			s.new().GemmEpilogue(false, false, 3, 4, 2, 1, a, 2, a, 4, 0, a, 4, gemmcore.Epilogue[T]{RowBias: a[:2]})
 		},
 	} {
 		func() {
@@ -357,7 +346,7 @@ func (s *Suite[T, E]) panics(t *testing.T) {
 
 // deterministic: the same product gives the same bits whether the
 // workspace is fresh or reused, pooled or not, and from several goroutines.
-func (s *Suite[T, E]) deterministic(t *testing.T) {
+func (s *Suite[T]) deterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	m, n, k := 128, 128, 128
 	a, b := make([]T, m*k), make([]T, k*n)
@@ -390,7 +379,7 @@ func (s *Suite[T, E]) deterministic(t *testing.T) {
 
 // kernelsAgree compares the assembly and Go kernels directly: they differ
 // only by FMA rounding.
-func (s *Suite[T, E]) kernelsAgree(t *testing.T) {
+func (s *Suite[T]) kernelsAgree(t *testing.T) {
 	if s.impls < 2 {
 		t.Skip("only the Go kernels on this machine")
 	}
@@ -420,13 +409,13 @@ func (s *Suite[T, E]) kernelsAgree(t *testing.T) {
 	}
 }
 
-func (s *Suite[T, E]) noAllocs(t *testing.T) {
+func (s *Suite[T]) noAllocs(t *testing.T) {
 	m, n, k := 40, 128, 128
 	a, b, c := make([]T, m*k), make([]T, n*k), make([]T, m*n)
 	bias := make([]T, m)
 	w := s.new()
 	run := func() {
-		w.GemmEpilogue(false, true, m, n, k, 1, a, k, b, k, 0, c, n, E{RowBias: bias, ReLU: true})
+		w.GemmEpilogue(false, true, m, n, k, 1, a, k, b, k, 0, c, n, gemmcore.Epilogue[T]{RowBias: bias, ReLU: true})
 		w.Gemm(true, false, m, n, k, 1, a, m, b, n, 1, c, n)
 	}
 	run()
@@ -454,7 +443,7 @@ var benchShapes = []struct {
 }
 
 // Bench times the benchShapes products with every kernel set.
-func (s *Suite[T, E]) Bench(b *testing.B) {
+func (s *Suite[T]) Bench(b *testing.B) {
 	for i := range s.impls {
 		name, restore := s.use(i)
 		for _, sh := range benchShapes {
