@@ -162,7 +162,7 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 			s := p.Snapshot
 			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec, engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
 		case experiments.PhaseEval:
-			fmt.Fprintf(w, "%s: evaluating at %s\n", at, wayShotName(p.Key))
+			fmt.Fprintf(w, "%s: evaluating at %s\n", at, p.Key.Setting())
 		case experiments.PhaseDone:
 			r := p.Result
 			metric := "mse"
@@ -171,7 +171,7 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 				metric, v, ci = "accuracy", fmt.Sprintf("%.2f%%", 100*r.Mean), fmt.Sprintf("%.2f", 100*r.CI95)
 			}
 			if p.Key.Shot != p.Key.TrainShot || p.Key.Way != p.Key.TrainWay {
-				fmt.Fprintf(w, "%s at %s: %s %s ± %s (%d tasks)\n", at, wayShotName(p.Key), metric, v, ci, r.Tasks)
+				fmt.Fprintf(w, "%s at %s: %s %s ± %s (%d tasks)\n", at, p.Key.Setting(), metric, v, ci, r.Tasks)
 				return
 			}
 			fmt.Fprintf(w, "%s: %s %s ± %s (%d tasks; trained %d iterations in %.1fs, %.2f ms/iter)\n", at, metric, v, ci, r.Tasks, r.Iters, r.TrainSeconds, r.MsPerIter)
@@ -181,13 +181,6 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 			fmt.Fprintln(w, "drawing the tables and figures")
 		}
 	}
-}
-
-func wayShotName(k experiments.PointKey) string {
-	if k.Way > 0 {
-		return fmt.Sprintf("%d-way %d-shot", k.Way, k.Shot)
-	}
-	return fmt.Sprintf("%d-shot", k.Shot)
 }
 
 // printResults prints the experiment's main table (results.md up to its

@@ -15,8 +15,9 @@ const MAML = "maml"
 
 // BaselineFunc trains and evaluates a method that is not an engine variant
 // on one point of an experiment — the hook for the MAML baseline
-// (experiments/maml*.go). Runner.Baselines maps the variant name ("maml")
-// to it; the command line wires it in experiment_cli.go. It is called from
+// (MAMLBaseline). Runner.Baselines maps the variant name ("maml") to it;
+// DefaultBaselines is the registration the command line and the workbench
+// use. It is called from
 // the Runner's goroutine, must stop soon after ctx is cancelled (returning
 // ctx's error), and must not print.
 type BaselineFunc func(ctx context.Context, job BaselineJob) (BaselineResult, error)

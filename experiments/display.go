@@ -2,14 +2,11 @@ package experiments
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -191,38 +188,4 @@ func displayTasks(cfg engine.Config, src task.Source, tasks int) ([]Fit, error) 
 		out = append(out, f)
 	}
 	return out, nil
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("experiments: %s is damaged: %w", path, err)
-	}
-	return nil
-}
-
-// writeJSON writes v as indented JSON through a temporary file and a
-// rename, so an interrupted write never leaves half a file behind.
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFile(path, append(b, '\n'))
-}
-
-func writeFile(path string, data []byte) error {
-	// Results are for reading by others, unlike run files (0600).
-	if err := runfile.WriteAtomic(path, data, runfile.Shared); err != nil {
-		return fmt.Errorf("experiments: %w", err)
-	}
-	return nil
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil || !errors.Is(err, os.ErrNotExist)
 }

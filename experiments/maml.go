@@ -88,9 +88,9 @@ func (c MAMLConfig) Validate() error {
 	return nil
 }
 
-// Random streams, the engine's scheme and values (engine/model_run.go:
-// streamRNG and its stream constants, unexported there): every draw comes
-// from a PCG seeded by (seed, stream, index). With the same seed MAML thus
+// Random streams: the engine's stream numbers (engine/model_run.go,
+// unexported there), drawn through task.Stream as the engine draws them:
+// every draw comes from a PCG seeded by (seed, stream, index). With the same seed MAML thus
 // trains on the very tasks MetaKernel trains on (iteration i's batch is
 // stream 2, index i) and is evaluated on the very tasks MetaKernel is
 // evaluated on (stream 4), a stream disjoint from training.
@@ -118,8 +118,9 @@ type MAMLModel struct {
 	src    task.Source
 }
 
-// NewMAML initializes a model from cfg.Seed (MAML's reference
-// initialization: truncated normal weights with sd 0.01, zero biases).
+// NewMAML initializes a model for sine tasks from cfg.Seed (MAML's
+// reference initialization: truncated normal weights with sd 0.01, zero
+// biases).
 func NewMAML(cfg MAMLConfig) (*MAMLModel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -134,15 +135,6 @@ func newMAMLOn(cfg MAMLConfig, src task.Source) *MAMLModel {
 	m := &MAMLModel{Cfg: cfg, Params: make([]float64, net.n), M: make([]float64, net.n), V: make([]float64, net.n), net: net, src: src}
 	net.init(m.Params, task.Stream(cfg.Seed, mamlStreamInit, 0))
 	return m
-}
-
-// TrainMAML meta-trains a new model for cfg.Iters iterations; see Train.
-func TrainMAML(ctx context.Context, cfg MAMLConfig, progress func(iter int, loss float64)) (*MAMLModel, error) {
-	m, err := NewMAML(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return m, m.Train(ctx, progress)
 }
 
 // Adam's constants (Kingma & Ba; TensorFlow's defaults, which the MAML

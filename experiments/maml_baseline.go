@@ -1,19 +1,18 @@
 package experiments
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 var _ BaselineFunc = MAMLBaseline
@@ -58,20 +57,19 @@ func MAMLBaseline(ctx context.Context, job BaselineJob) (BaselineResult, error) 
 		}
 	}
 	logEvery := max(job.Config.LogEvery, 1)
-	var metrics *mamlMetrics
+	var metrics *runfile.Log
 	if job.Dir != "" {
+		// Rows past the checkpoint, which a process stopped after it may
+		// have written, are dropped: they are computed again.
 		var err error
-		if metrics, err = openMAMLMetrics(filepath.Join(job.Dir, engine.FileMetrics), m.Iter); err != nil {
+		if metrics, err = runfile.OpenLog(filepath.Join(job.Dir, engine.FileMetrics), m.Iter, runfile.Shared); err != nil {
 			return BaselineResult{}, err
 		}
-		defer metrics.close()
+		defer metrics.Close()
 	}
 	save := func() error {
 		if job.Dir == "" {
 			return nil
-		}
-		if err := metrics.flush(); err != nil {
-			return err
 		}
 		return m.Save(job.Dir)
 	}
@@ -89,7 +87,7 @@ func MAMLBaseline(ctx context.Context, job BaselineJob) (BaselineResult, error) 
 			n := float64(w.N)
 			row := engine.MetricsRow{Iter: m.Iter, Loss: w.Loss / n, Data: w.Loss / n, ELBO: -w.Loss / n,
 				LR: m.Cfg.OuterLR, GradNorm: w.GradNorm / n}
-			if err := metrics.write(row); err != nil {
+			if err := metrics.Append(row); err != nil {
 				return err
 			}
 			*w = mamlWindow{}
@@ -152,67 +150,4 @@ func (m *MAMLModel) resumeFrom(dir string) error {
 	old.Cfg.Iters, old.src = m.Cfg.Iters, m.src
 	*m = *old
 	return nil
-}
-
-// mamlMetrics appends rows to metrics.jsonl.
-type mamlMetrics struct {
-	f *os.File
-	w *bufio.Writer
-}
-
-// openMAMLMetrics opens path for appending after dropping the rows past
-// iteration keep, which a process stopped after its last checkpoint may
-// have written.
-func openMAMLMetrics(path string, keep int) (*mamlMetrics, error) {
-	if data, err := os.ReadFile(path); err == nil {
-		var kept []byte
-		for _, line := range bytes.SplitAfter(data, []byte("\n")) {
-			var row struct {
-				Iter int `json:"iter"`
-			}
-			if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &row) != nil || row.Iter > keep {
-				continue
-			}
-			kept = append(kept, line...)
-		}
-		if err := os.WriteFile(path, kept, 0o644); err != nil {
-			return nil, fmt.Errorf("experiments: %w", err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("experiments: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("experiments: %w", err)
-	}
-	return &mamlMetrics{f: f, w: bufio.NewWriter(f)}, nil
-}
-
-func (mm *mamlMetrics) write(row engine.MetricsRow) error {
-	for _, v := range []float64{row.Loss, row.GradNorm} {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("experiments: metrics row %d is not finite: %w", row.Iter, engine.ErrNonFinite)
-		}
-	}
-	b, err := json.Marshal(row)
-	if err != nil {
-		return err
-	}
-	_, err = mm.w.Write(append(b, '\n'))
-	return err
-}
-
-func (mm *mamlMetrics) flush() error {
-	if mm == nil {
-		return nil
-	}
-	if err := mm.w.Flush(); err != nil {
-		return fmt.Errorf("experiments: writing metrics: %w", err)
-	}
-	return nil
-}
-
-func (mm *mamlMetrics) close() {
-	mm.flush()
-	mm.f.Close()
 }

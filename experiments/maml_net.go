@@ -67,19 +67,20 @@ func (m *mamlNet) newPass(n int) *mamlPass {
 
 func (p *mamlPass) resize(m *mamlNet, n int) {
 	p.n = n
-	for l, d := range m.dims {
-		p.acts[l] = mamlGrow(p.acts[l], n*d)
-		if l > 0 {
-			p.dels[l] = mamlGrow(p.dels[l], n*d)
-		}
-	}
+	m.sizeLayers(p.acts, n, 0)
+	m.sizeLayers(p.dels, n, 1)
 }
 
-func mamlGrow(s []float64, n int) []float64 {
-	if cap(s) < n {
-		return make([]float64, n)
+// sizeLayers sizes bufs[l] to n rows of d_l values for the layers l ≥
+// from, reusing the storage that is large enough.
+func (m *mamlNet) sizeLayers(bufs [][]float64, n, from int) {
+	for l := from; l < len(m.dims); l++ {
+		if size := n * m.dims[l]; cap(bufs[l]) >= size {
+			bufs[l] = bufs[l][:size]
+		} else {
+			bufs[l] = make([]float64, size)
+		}
 	}
-	return s[:n]
 }
 
 // forward computes the predictions at x (n×d_0, copied into acts[0]) and
@@ -161,17 +162,9 @@ type mamlRPass struct {
 
 func (m *mamlNet) newRPass(n int) *mamlRPass {
 	q := &mamlRPass{racts: make([][]float64, len(m.dims)), rdels: make([][]float64, len(m.dims))}
-	q.resize(m, n)
+	m.sizeLayers(q.racts, n, 1)
+	m.sizeLayers(q.rdels, n, 1)
 	return q
-}
-
-func (q *mamlRPass) resize(m *mamlNet, n int) {
-	for l, d := range m.dims {
-		if l > 0 {
-			q.racts[l] = mamlGrow(q.racts[l], n*d)
-			q.rdels[l] = mamlGrow(q.rdels[l], n*d)
-		}
-	}
 }
 
 // hvp adds H·v to hv, where H is the Hessian with respect to theta of the

@@ -2,7 +2,6 @@ package experiments
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"hash/fnv"
 	"math"
@@ -10,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 	"github.com/mkbench/mkbench/presets"
 )
@@ -207,17 +208,34 @@ func mamlTestConfig(shot, iters int) MAMLConfig {
 	return c
 }
 
+// trainMAML meta-trains a new model on sine tasks for c.Iters iterations.
+func trainMAML(t testing.TB, c MAMLConfig, progress func(iter int, loss float64)) *MAMLModel {
+	t.Helper()
+	m, err := NewMAML(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Train(context.Background(), progress); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// mamlName names the method c trains: MAML, or first-order MAML.
+func mamlName(c MAMLConfig) string {
+	if c.FirstOrder {
+		return "fomaml"
+	}
+	return "maml"
+}
+
 // TestMAMLDeterministicAcrossWorkers trains with one and with several
 // workers: the per-task gradients are reduced in task order, so the
 // parameters agree to the bit.
 func TestMAMLDeterministicAcrossWorkers(t *testing.T) {
 	train := func(procs int) []float64 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		m, err := TrainMAML(context.Background(), mamlTestConfig(5, 20), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Params
+		return trainMAML(t, mamlTestConfig(5, 20), nil).Params
 	}
 	a, b := train(1), train(4)
 	for i := range a {
@@ -232,14 +250,8 @@ func TestMAMLDeterministicAcrossWorkers(t *testing.T) {
 // the saved one.
 func TestMAMLSaveLoadResume(t *testing.T) {
 	ctx := context.Background()
-	whole, err := TrainMAML(ctx, mamlTestConfig(5, 40), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	half, err := TrainMAML(ctx, mamlTestConfig(5, 20), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	whole := trainMAML(t, mamlTestConfig(5, 40), nil)
+	half := trainMAML(t, mamlTestConfig(5, 20), nil)
 	dir := t.TempDir()
 	if err := half.Save(dir); err != nil {
 		t.Fatal(err)
@@ -337,10 +349,7 @@ func TestMAMLLearns(t *testing.T) {
 		c := mamlTestConfig(5, iters)
 		c.FirstOrder = fo
 		var calls, last int
-		m, err := TrainMAML(context.Background(), c, func(iter int, loss float64) { calls++; last = iter })
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := trainMAML(t, c, func(iter int, loss float64) { calls++; last = iter })
 		if calls != iters || last != iters || m.Iter != iters {
 			t.Fatalf("progress called %d times, last at %d; model at %d", calls, last, m.Iter)
 		}
@@ -353,63 +362,72 @@ func TestMAMLLearns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s after %d iterations: adapted %v, unadapted %v, untrained %v", c.Variant(), iters, ev, ev0, base)
+		t.Logf("%s after %d iterations: adapted %v, unadapted %v, untrained %v", mamlName(c), iters, ev, ev0, base)
 		if ev.Mean > 0.8*base.Mean {
-			t.Errorf("%s: eval MSE %.3f, untrained %.3f", c.Variant(), ev.Mean, base.Mean)
+			t.Errorf("%s: eval MSE %.3f, untrained %.3f", mamlName(c), ev.Mean, base.Mean)
 		}
 		if ev.Mean > 0.9*ev0.Mean {
-			t.Errorf("%s: adapted MSE %.3f, without adaptation %.3f", c.Variant(), ev.Mean, ev0.Mean)
+			t.Errorf("%s: adapted MSE %.3f, without adaptation %.3f", mamlName(c), ev.Mean, ev0.Mean)
 		}
 	}
 }
 
-func TestMAMLRun(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "run")
-	c := mamlTestConfig(3, 10)
-	c.EvalTasks, c.EvalQuery = 50, 20
-	s, err := RunMAML(context.Background(), c, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, engine.FileSummary))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got map[string]any
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"preset", "variant", "seed", "iters", "train_seconds", "ms_per_iter", "eval", "config"} {
-		if _, ok := got[k]; !ok {
-			t.Errorf("summary.json lacks %q", k)
-		}
-	}
-	ev := got["eval"].(map[string]any)
-	if got["preset"] != "sine-3shot" || got["variant"] != "maml" || ev["metric"] != "mse" || ev["tasks"] != 50.0 || ev["mean"] != s.Eval.Mean {
-		t.Errorf("summary %s", data)
-	}
-	if _, err := RunMAML(context.Background(), c, dir, nil); !errors.Is(err, ErrMAMLRunExists) {
-		t.Errorf("a second run into the same directory: %v, want ErrMAMLRunExists", err)
-	}
-
-	// A cancelled run saves what it has and writes no summary.
+// TestMAMLThroughRunner runs the MAML baseline as the command line and
+// the workbench do (DefaultBaselines): a cancelled run keeps its model and
+// writes no summary; continued, the runner writes summary.json in the
+// engine's format and fits.json from the baseline's predictions, and a
+// rerun reuses the run.
+func TestMAMLThroughRunner(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Experiment: Shots, Preset: "sine-5shot", Variants: []string{MAML}, Shots: []int{3}}
 	ctx, cancel := context.WithCancel(context.Background())
-	dir2 := filepath.Join(t.TempDir(), "run")
-	c.Iters = 1000
-	_, err = RunMAML(ctx, c, dir2, func(iter int, _ float64) {
-		if iter == 5 {
-			cancel()
-		}
-	})
-	if !errors.Is(err, context.Canceled) {
+	defer cancel()
+	r := &Runner{Dir: dir, Options: o, Overrides: tiny(10), Baselines: DefaultBaselines(),
+		Progress: func(p Progress) {
+			if p.Phase == PhaseTrain {
+				cancel()
+			}
+		}}
+	if _, err := r.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled run: %v", err)
 	}
-	m, err := LoadMAML(dir2)
-	if err != nil || m.Iter != 5 {
-		t.Fatalf("cancelled run saved %v at iteration %d", err, m.Iter)
+	run := filepath.Join(dir, "runs", "maml-shot3-s1")
+	if m, err := LoadMAML(run); err != nil || m.Iter != 0 {
+		t.Fatalf("cancelled run saved %v, %+v", err, m)
 	}
-	if _, err := os.Stat(filepath.Join(dir2, engine.FileSummary)); err == nil {
+	if exists(filepath.Join(run, engine.FileSummary)) {
 		t.Error("a cancelled run wrote a summary")
+	}
+
+	var phases []string
+	r = &Runner{Dir: dir, Options: o, Overrides: tiny(10), Baselines: DefaultBaselines(),
+		Progress: func(p Progress) { phases = append(phases, p.Phase) }}
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s engine.Summary
+	if err := readJSON(filepath.Join(run, engine.FileSummary), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Preset != "sine-3shot" || s.Variant != MAML || s.Iters != 10 || s.Eval == nil || s.Eval.Metric != "mse" || s.Eval.Tasks != 8 ||
+		len(res.Points) != 1 || s.Eval.Mean != res.Points[0].Mean {
+		t.Errorf("summary %+v, points %+v", s, res.Points)
+	}
+	if m, err := LoadMAML(run); err != nil || m.Iter != 10 {
+		t.Errorf("model after the run: %v, %+v", err, m)
+	}
+	var ff FitFile
+	if err := readJSON(filepath.Join(run, FileFits), &ff); err != nil || ff.Variant != MAML || len(ff.Fits) != FitTasks || len(ff.Fits[0].PredMean) != len(ff.Fits[0].GridX) {
+		t.Errorf("fits.json: %v, %+v", err, ff)
+	}
+	rows, err := runfile.Read[engine.MetricsRow](filepath.Join(run, engine.FileMetrics))
+	if err != nil || len(rows) != 2 || rows[1].Iter != 10 {
+		t.Errorf("metrics.jsonl: %v, %+v", err, rows)
+	}
+	phases = nil
+	if _, err := r.Run(context.Background()); err != nil || !slices.Contains(phases, PhaseReuse) || slices.Contains(phases, PhaseTrain) {
+		t.Errorf("rerun: %v, phases %v", err, phases)
 	}
 }
 
@@ -447,7 +465,7 @@ func BenchmarkMAMLStep(b *testing.B) {
 	for _, fo := range []bool{false, true} {
 		c := DefaultMAMLConfig(5)
 		c.FirstOrder = fo
-		b.Run(c.Variant(), func(b *testing.B) {
+		b.Run(mamlName(c), func(b *testing.B) {
 			c.Iters = 0
 			m, err := NewMAML(c)
 			if err != nil {

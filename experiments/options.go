@@ -33,7 +33,8 @@ var (
 	// EfficiencyBases are the numbers of bases D of the efficiency figure.
 	EfficiencyBases = []int{16, 32, 64, 128, 256, 512, 1024, 2048}
 	// ShotsVariants are the three MetaKernel variants of the paper's
-	// regression figure; MAML joins them once its baseline exists.
+	// regression figure; MAML joins them when the runner has its baseline
+	// (DefaultBaselines).
 	ShotsVariants = []string{"vrf", "vrf+ctx", "metakernel"}
 	// RegressionShots are the shot counts of the paper's regression figure.
 	RegressionShots = []int{3, 5, 10}
@@ -138,7 +139,7 @@ func checkUnique[T comparable](flag string, xs []T) error {
 
 // Normalize checks o against the experiment and its preset and fills the
 // defaults. baselines names the methods besides the engine's variants that
-// can run (see Baseline); their names are accepted as variants.
+// can run (see BaselineFunc); their names are accepted as variants.
 func (o Options) Normalize(baselines []string) (Options, presets.Preset, error) {
 	if !slices.Contains(Names, o.Experiment) {
 		return o, presets.Preset{}, fmt.Errorf("unknown experiment %q (choose one of %s)", o.Experiment, strings.Join(Names, ", "))
@@ -160,7 +161,7 @@ func (o Options) Normalize(baselines []string) (Options, presets.Preset, error) 
 	for _, v := range o.Variants {
 		if !slices.Contains(engine.Variants, v) && !slices.Contains(baselines, v) {
 			if v == MAML {
-				return bad("variant maml: the MAML baseline is not available in this build yet (experiments/maml*.go)")
+				return bad("variant maml: the MAML baseline is not available here (it is not among the runner's baselines)")
 			}
 			return bad("unknown variant %q (choose from %s)", v, strings.Join(append(slices.Clone(engine.Variants), baselines...), ", "))
 		}

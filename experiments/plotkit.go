@@ -1,8 +1,8 @@
 package experiments
 
 import (
-	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // Figure geometry: every figure is a grid of panels of one size, so a
@@ -51,8 +53,8 @@ type figure struct {
 	panels [][]*plot.Plot
 }
 
-// save writes the figure as base.png and base.svg and returns their
-// paths.
+// save writes the figure as base.png and base.svg (atomically, for
+// reading by others like the results) and returns their paths.
 func (f figure) save(base string) ([]string, error) {
 	rows, cols := len(f.panels), 0
 	for _, r := range f.panels {
@@ -101,16 +103,12 @@ func (f figure) save(base string) ([]string, error) {
 			}
 		}
 		path := base + ext
-		fh, err := os.Create(path)
+		err := runfile.WriteAtomicFunc(path, runfile.Shared, func(w io.Writer) error {
+			_, err := c.WriteTo(w)
+			return err
+		})
 		if err != nil {
 			return nil, err
-		}
-		_, err = c.WriteTo(fh)
-		if cerr := fh.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("experiments: writing %s: %w", path, err)
 		}
 		out = append(out, path)
 	}
@@ -345,4 +343,13 @@ func axisLabel(metric string) string {
 		return "test accuracy (%, higher is better)"
 	}
 	return "test MSE (lower is better)"
+}
+
+// xys pairs x and y (as far as both go) into plot points, finite ones only.
+func xys(x, y []float64) plotter.XYs {
+	xy := make(plotter.XYs, min(len(x), len(y)))
+	for i := range xy {
+		xy[i].X, xy[i].Y = x[i], y[i]
+	}
+	return finite(xy)
 }

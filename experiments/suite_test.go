@@ -86,8 +86,8 @@ func TestVersatilityAtTrainedShotReproducesSummary(t *testing.T) {
 			t.Errorf("at the trained shot: %v over %d tasks, summary %v over %d", p.Mean, p.EvalTasks, s.Eval.Mean, s.Eval.Tasks)
 		}
 	}
-	if a, b := res.find(PointKey{Variant: "metakernel", Bases: 16, TrainShot: 5, Shot: 3}), res.find(PointKey{Variant: "metakernel", Bases: 16, TrainShot: 5, Shot: 20}); a == nil || b == nil || a.Mean == b.Mean {
-		t.Errorf("3-shot and 20-shot cells: %+v %+v", a, b)
+	if a, b := pointIndex(res, PointKey{Variant: "metakernel", Bases: 16, TrainShot: 5, Shot: 3}), pointIndex(res, PointKey{Variant: "metakernel", Bases: 16, TrainShot: 5, Shot: 20}); a < 0 || b < 0 || res.Points[a].Mean == res.Points[b].Mean {
+		t.Errorf("3-shot and 20-shot cells: %+v", res.Points)
 	}
 	md := readFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("| model | trained at | 3-shot: MSE | 5-shot: MSE | 20-shot: MSE |")) || !bytes.Contains(md, []byte(" †")) {
@@ -138,9 +138,9 @@ func TestBaselineHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := res.find(PointKey{Variant: MAML, TrainShot: 3, Shot: 3})
-	if p == nil || p.Mean != 2.5 || p.MsPerIter != 100 || calls != 1 {
-		t.Fatalf("maml point %+v, %d calls", p, calls)
+	i := pointIndex(res, PointKey{Variant: MAML, TrainShot: 3, Shot: 3})
+	if i < 0 || res.Points[i].Mean != 2.5 || res.Points[i].MsPerIter != 100 || calls != 1 {
+		t.Fatalf("maml point %d of %+v, %d calls", i, res.Points, calls)
 	}
 	md := readFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("| MAML | `maml` |")) || !bytes.Contains(md, []byte("- 3-shot: better than MAML: ")) {
@@ -215,6 +215,11 @@ func TestClassificationFigures(t *testing.T) {
 	if p.CIKind != CISeeds || len(p.Seeds) != 2 || math.Abs(p.SD-0.001/math.Sqrt2) > 1e-12 {
 		t.Errorf("two seeds: %+v", p)
 	}
+}
+
+// pointIndex is the index of the point at key in res.Points, or -1.
+func pointIndex(res *Results, key PointKey) int {
+	return slices.IndexFunc(res.Points, func(p Point) bool { return p.PointKey == key })
 }
 
 func TestAggregateOverSeeds(t *testing.T) {
