@@ -1,98 +1,17 @@
 package ui
 
 import (
-	"fmt"
 	"math"
-	"strings"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/canvas/graph"
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/ansi"
 )
 
-// finite reports whether v can be drawn: NaN or ±Inf scaled to a canvas
-// coordinate becomes an absurd integer, and the line between two such
-// points is a huge allocation.
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-
-// block makes s exactly w columns by h lines: longer lines are cut
-// (escape-aware), shorter ones padded, missing lines added.
-func block(s string, w, h int) string {
-	if w <= 0 || h <= 0 {
-		return ""
-	}
-	lines := strings.Split(s, "\n")
-	if len(lines) > h {
-		lines = lines[:h]
-	}
-	var sb strings.Builder
-	for i := 0; i < h; i++ {
-		if i > 0 {
-			sb.WriteByte('\n')
-		}
-		var l string
-		if i < len(lines) {
-			l = lines[i]
-		}
-		// The wcwidth variants: grapheme clustering is several times
-		// slower, and nothing drawn here needs it.
-		lw := ansi.StringWidthWc(l)
-		if lw > w {
-			l = ansi.TruncateWc(l, w, "…")
-			lw = ansi.StringWidthWc(l)
-		}
-		sb.WriteString(l)
-		sb.WriteString(strings.Repeat(" ", w-lw))
-	}
-	return sb.String()
-}
-
-// center puts one line of text in the middle of a w×h block.
-func center(text string, w, h int) string {
-	pad := max(0, (w-ansi.StringWidthWc(text))/2)
-	lines := make([]string, h)
-	if h > 0 {
-		lines[h/2] = strings.Repeat(" ", pad) + text
-	}
-	return block(strings.Join(lines, "\n"), w, h)
-}
-
-// num formats a metric in at most about 8 columns.
-func num(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "–"
-	case math.IsInf(v, 1):
-		return "+∞"
-	case math.IsInf(v, -1):
-		return "−∞"
-	case v == 0:
-		return "0"
-	case math.Abs(v) >= 1e5 || math.Abs(v) < 1e-3:
-		return fmt.Sprintf("%.2e", v)
-	}
-	return fmt.Sprintf("%.4g", v)
-}
-
-// compact formats an axis label in as few columns as it can.
-func compact(v float64) string {
-	a := math.Abs(v)
-	switch {
-	case a >= 1e6:
-		return fmt.Sprintf("%.3gM", v/1e6)
-	case a >= 1e4:
-		return fmt.Sprintf("%.3gk", v/1e3)
-	case a >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case a == 0:
-		return "0"
-	case a < 0.01:
-		return fmt.Sprintf("%.0e", v)
-	}
-	return fmt.Sprintf("%.3g", v)
-}
+// The panes' line charts: ntcharts draws the axes and labels, the series
+// are drawn here (drawLine) so that NaN and ±Inf are dropped before
+// anything is scaled and long runs are bucketed per column.
 
 // xySet is one line of a chart: a variantIndex (its colour and
 // marker) and its points.

@@ -1,18 +1,29 @@
 // Package ui is the terminal workbench that `mkbench` opens (bubbletea v1,
 // lipgloss v1, bubbles v1, ntcharts v0.5). It only draws and routes keys:
 // training runs in the engine, each run in its own goroutine managed by
-// the subpackage session, which knows nothing of the terminal.
+// the subpackage session, which knows nothing of the terminal, and each
+// experiment in an experiments.Runner.
 //
 // # Structure
 //
-// Model is the root: a state enum with two screens, the preset picker
-// (picker.go, a filterable bubbles list) and the dashboard
-// (dashboard.go). Window sizes and run data go to the screens that need
-// them, keys only to the one showing; the help overlay (?) sits above
-// both and is generated from the one KeyMap (keys.go) that the screens
-// match keys against.
+// Model (model.go) is the root: it owns the session and the experiments
+// and shows one of three screens, the preset picker (picker.go, a
+// filterable bubbles list), the dashboard (dashboard.go and dash_*.go,
+// with its panes in pane_*.go) and the experiments screen (exp_*.go),
+// with the help overlay (help.go) above whichever shows. Each of the
+// four is a component (component.go): a bubbletea model with a SetSize
+// and a help.KeyMap. Window sizes and run data go to every component,
+// keys only to the one showing; the root itself answers quit, help and
+// the keys that move between screens.
 //
-// The dashboard has four panes and a status bar:
+// Each screen keeps its key bindings beside it (pickerKeys, dashKeys,
+// expKeys; the keys every screen shares are in keys.go) and matches keys
+// against them; its footer, its header's reminder and its page of the
+// help overlay are generated from the same bindings.
+//
+// The picker trains the chosen preset on the dashboard (enter) or opens
+// the experiments screen with it (x). The dashboard has four panes and a
+// status bar:
 //
 //   - Curves: ELBO, the data term (MSE) and KL over iterations for every
 //     run, overlaid in the variant's colour; latest, best and smoothed
@@ -20,7 +31,8 @@
 //     (the ELBO is then drawn as −ELBO).
 //   - Sine fit: the display task's truth, support points, predicted mean
 //     and a ±2 sd band over several ω draws, with the task's MSE; n draws
-//     a new display task (engine.CmdDisplayTask).
+//     a new display task (engine.CmdDisplayTask). Classification presets
+//     show every run's validation accuracy here instead.
 //   - ω after each flow step: a histogram of one dimension after every
 //     flow step side by side (q₀, f1 … fK) and a density of a pair of
 //     dimensions after the last step; d/D, x and y pick the dimensions.
@@ -32,6 +44,12 @@
 // On 140×39 or more the panes form a 2×2 grid; smaller terminals show the
 // focused pane alone (tab cycles, z zooms one pane in the grid).
 //
+// The experiments screen (X from the dashboard) sets up an ablation,
+// efficiency, shots or versatility experiment in a form, then shows its
+// live results: a table of its points, a way × shot heatmap for
+// versatility, and the current run's dashboard (read-only) one key away.
+// It writes the same directory as `mkbench experiment`.
+//
 // # Data flow
 //
 // The engine calls each run's observer from the training goroutine. The
@@ -39,24 +57,28 @@
 // point kept, the newest display and evaluation replacing older ones) and
 // wakes the UI through a one-slot channel; it never blocks on the UI. A
 // tea.Cmd waits on that channel, takes everything pending from all runs
-// as one batchMsg at most 15 times a second, and is re-armed after each.
-// Update applies the batch, re-renders only the panes whose data or size
-// changed, and composes the frame; View returns that frame and nothing
-// else, and the program is capped at 20 frames a second. Commands (pause,
-// checkpoint, evaluate, display task) travel the other way on
-// engine.RunOptions.Control and are served between iterations.
+// as one batchMsg at most 15 times a second, and is re-armed by the
+// dashboard after each. Update applies the batch, re-renders only the
+// panes whose data or size changed, and composes the frame; View returns
+// that frame and nothing else, and the program is capped at 20 frames a
+// second. Commands (pause, checkpoint, evaluate, display task) travel the
+// other way on engine.RunOptions.Control and are served between
+// iterations. An experiment's progress reaches the experiments screen the
+// same way (expWorker, exp_worker.go), at most 20 batches a second.
 //
 // # Views are pure functions
 //
-// curvesPane, fitPane, omegaPane, runsPane, statusBar and helpView take
-// data, a Theme and a size and return exactly that many lines of that
-// width, so they are golden-tested with escapes stripped (testdata/,
-// rewritten with go test ./ui -update). ntcharts' line charts keep no
-// data: the series live in the dashboard, NaN and ±Inf are dropped before
-// anything is scaled, and cells are rendered in runs of equal style
-// (renderCanvas) because styling every cell separately cost more than
-// the rest of a redraw. For the same reason frames are put together from
-// exact blocks without measuring them again (joinH, box).
+// curvesPane, fitPane, accuracyPane, omegaPane, runsPane, statusBar,
+// helpView, expTable, expHeatmap and expProgress take data, a Theme and
+// a size and return exactly that many lines of that width, so they are
+// golden-tested with escapes stripped (testdata/, rewritten with go test
+// ./ui -update). ntcharts' line charts keep no data: the series live in
+// the dashboard, NaN and ±Inf are dropped before anything is scaled
+// (chart.go), and cells are rendered in runs of equal style
+// (renderCanvas, canvas.go) because styling every cell separately cost
+// more than the rest of a redraw. For the same reason frames are put
+// together from exact blocks without measuring them again (block, joinH,
+// box in layout.go).
 //
 // NO_COLOR is honoured through lipgloss's colour profile; without colour
 // the overlaid curves are told apart by marker runes.

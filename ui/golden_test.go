@@ -62,12 +62,12 @@ var sizes = [][2]int{{80, 24}, {160, 48}}
 
 // fakeDashboard is a dashboard in mid-training without a session: two
 // runs with curves, the selected one with a display and an evaluation.
-func fakeDashboard(t Theme, w, h int) dashboard {
+func fakeDashboard(t Theme, w, h int) *dashboard {
 	p, err := presets.Get("sine-5shot")
 	if err != nil {
 		panic(err)
 	}
-	d := newDashboard(t, DefaultKeyMap(), nil, p)
+	d := newDashboard(t, newDashKeys(), nil, p)
 	mk := d.views[5]
 	mk.run = &session.Run{Variant: "metakernel", Dir: "runs/sine-5shot-metakernel-s1-20260301-120000", Config: p.Config}
 	mk.state, mk.curve = "running", fakeCurve("metakernel", 500, 1200, 1)
@@ -78,7 +78,7 @@ func fakeDashboard(t Theme, w, h int) dashboard {
 	rff.run = &session.Run{Variant: "rff", Dir: "runs/sine-5shot-rff-s1-20260301-120010", Config: p.Config}
 	rff.state, rff.curve = "running", fakeCurve("rff", 600, 1500, 1.6)
 	rff.last = &engine.Snapshot{Iter: 1500, Iters: 20000, ItersPerSec: 61.3, Loss: 1.234}
-	d.msg = "started rff → runs/sine-5shot-rff-s1-20260301-120010"
+	d.setMsg("started rff → runs/sine-5shot-rff-s1-20260301-120010")
 	d.w, d.h = w, h
 	d.render()
 	return d
@@ -143,15 +143,11 @@ func TestAccuracyPaneGolden(t *testing.T) {
 		checkBlock(t, "accuracy", s, sz[0], sz[1])
 		golden(t, fmt.Sprintf("pane-accuracy-%dx%d", sz[0], sz[1]), s)
 	}
-	p, err := presets.Get("omniglot-5w1s")
-	if err != nil {
-		t.Skip("no omniglot preset")
-	}
-	dash := newDashboard(th, DefaultKeyMap(), nil, p)
+	dash := newDashboard(th, newDashKeys(), nil, mustPreset(t, "omniglot-5w1s"))
 	dash.w, dash.h = 160, 48
 	dash.render()
 	for _, want := range []string{"Validation accuracy", "waiting for the first display snapshot", "[Curves]  Accuracy"} {
-		if !strings.Contains(ansi.Strip(dash.view()), want) {
+		if !strings.Contains(ansi.Strip(dash.View()), want) {
 			t.Errorf("classification dashboard lacks %q", want)
 		}
 	}
@@ -164,8 +160,8 @@ func TestScreenGoldens(t *testing.T) {
 		w, h := sz[0], sz[1]
 		t.Run(fmt.Sprintf("dashboard-%dx%d", w, h), func(t *testing.T) {
 			d := fakeDashboard(th, w, h)
-			checkBlock(t, "dashboard", d.view(), w, h)
-			golden(t, fmt.Sprintf("dashboard-%dx%d", w, h), d.view())
+			checkBlock(t, "dashboard", d.View(), w, h)
+			golden(t, fmt.Sprintf("dashboard-%dx%d", w, h), d.View())
 		})
 		t.Run(fmt.Sprintf("picker-%dx%d", w, h), func(t *testing.T) {
 			// A fixed list: the golden shows the picker, not today's presets.
@@ -177,13 +173,13 @@ func TestScreenGoldens(t *testing.T) {
 				}
 				all = append(all, p)
 			}
-			p := newPicker(th, DefaultKeyMap(), all)
-			p, _ = p.update(tea.WindowSizeMsg{Width: w, Height: h})
-			checkBlock(t, "picker", p.view(), w, h)
-			golden(t, fmt.Sprintf("picker-%dx%d", w, h), p.view())
+			p := newPicker(th, newPickerKeys(), all)
+			p.Update(tea.WindowSizeMsg{Width: w, Height: h})
+			checkBlock(t, "picker", p.View(), w, h)
+			golden(t, fmt.Sprintf("picker-%dx%d", w, h), p.View())
 		})
 		t.Run(fmt.Sprintf("help-%dx%d", w, h), func(t *testing.T) {
-			v := helpView(th, DefaultKeyMap().Groups(), w, h)
+			v := helpView(th, newDashKeys().groups(), newHelpOverlay(th).close, w, h)
 			checkBlock(t, "help", v, w, h)
 			golden(t, fmt.Sprintf("help-%dx%d", w, h), v)
 		})

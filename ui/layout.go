@@ -1,14 +1,83 @@
 package ui
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 )
+
+// Frames are put together from exact blocks (block): w columns by h
+// lines. Blocks are joined and framed without measuring them again
+// (joinH, box), which on every frame cost more than drawing the charts.
+
+// block makes s exactly w columns by h lines: longer lines are cut
+// (escape-aware), shorter ones padded, missing lines added.
+func block(s string, w, h int) string {
+	if w <= 0 || h <= 0 {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	var sb strings.Builder
+	for i := 0; i < h; i++ {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		var l string
+		if i < len(lines) {
+			l = lines[i]
+		}
+		// The wcwidth variants: grapheme clustering is several times
+		// slower, and nothing drawn here needs it.
+		lw := ansi.StringWidthWc(l)
+		if lw > w {
+			l = ansi.TruncateWc(l, w, "…")
+			lw = ansi.StringWidthWc(l)
+		}
+		sb.WriteString(l)
+		sb.WriteString(strings.Repeat(" ", w-lw))
+	}
+	return sb.String()
+}
+
+// center puts one line of text in the middle of a w×h block.
+func center(text string, w, h int) string {
+	pad := max(0, (w-ansi.StringWidthWc(text))/2)
+	lines := make([]string, h)
+	if h > 0 {
+		lines[h/2] = strings.Repeat(" ", pad) + text
+	}
+	return block(strings.Join(lines, "\n"), w, h)
+}
+
+// withRight is left with right at the right edge of a w-column line,
+// when there is room for both; else left alone.
+func withRight(left, right string, w int) string {
+	if gap := w - ansi.StringWidthWc(left) - ansi.StringWidthWc(right); gap > 0 {
+		return left + strings.Repeat(" ", gap) + right
+	}
+	return left
+}
+
+// minW and minH are the smallest terminal the screens draw on.
+const minW, minH = 40, 12
+
+// tooSmall is what a screen shows on a terminal smaller than minW×minH,
+// and whether the terminal is that small.
+func tooSmall(w, h int) (string, bool) {
+	if w >= minW && h >= minH {
+		return "", false
+	}
+	return center(fmt.Sprintf("mkbench needs at least %d×%d (now %d×%d)", minW, minH, w, h), w, h), true
+}
 
 // joinH sets exact blocks (see block) of equal height side by side.
 // Nothing is measured: lipgloss.JoinHorizontal measures every line of
-// every block, which on each frame cost more than drawing the charts.
+// every block.
 func joinH(blocks ...string) string {
 	split := make([][]string, len(blocks))
 	n := 0

@@ -33,7 +33,7 @@ type Options struct {
 	Interval time.Duration
 }
 
-// screen is the root model's state.
+// screen is the root model's state: which screen shows.
 type screen int
 
 const (
@@ -42,35 +42,23 @@ const (
 	screenExperiments
 )
 
-// batchMsg carries one batch of run updates from the session.
-type batchMsg struct {
-	ups []session.Update
-	ok  bool
-}
-
-// waitBatch is the command that brings the next batch; Update re-arms it
-// after each one, so exactly one is ever waiting.
-func waitBatch(s *session.Session) tea.Cmd {
-	return func() tea.Msg {
-		ups, ok := s.Next()
-		return batchMsg{ups, ok}
-	}
-}
-
-// Model is the root bubbletea model: the picker, then the dashboard,
-// with the help overlay above either.
+// Model is the root bubbletea model. It owns the session and the
+// experiments, and holds the workbench's components: the picker, then
+// the dashboard, and the experiments screen (opened from either), with
+// the help overlay above whichever shows. Window sizes and run data go
+// to every component, keys only to the one showing.
 type Model struct {
 	opts     Options
 	theme    Theme
-	keys     KeyMap
+	keys     globalKeys
 	screen   screen
-	picker   picker
-	dash     dashboard
+	picker   *picker
+	dash     *dashboard // nil until a preset is picked
+	exp      *expScreen
+	help     *helpOverlay
 	sess     *session.Session
-	exp      expScreen
 	exps     *expRegistry
 	from     screen // where the experiments screen was opened from
-	help     bool
 	quitting bool
 	w, h     int
 }
@@ -83,7 +71,6 @@ func New(opts Options) Model {
 		r = lipgloss.DefaultRenderer()
 	}
 	t := NewTheme(r)
-	k := DefaultKeyMap()
 	sess := session.New(presets.Preset{}, opts.Root)
 	sess.NewSources, sess.Interval = opts.NewSources, opts.Interval
 	if sess.NewSources == nil && opts.Data != "" {
@@ -93,8 +80,8 @@ func New(opts Options) Model {
 	}
 	sess.Overrides = opts.runOverrides()
 	reg := &expRegistry{}
-	return Model{opts: opts, theme: t, keys: k, picker: newPicker(t, k, presets.All()), sess: sess,
-		exp: newExpScreen(t, k, opts, reg), exps: reg}
+	return Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All()),
+		exp: newExpScreen(t, opts, reg), help: newHelpOverlay(t), sess: sess, exps: reg}
 }
 
 // runOverrides are the overrides of every run: Options.Overrides with the
@@ -128,109 +115,122 @@ func (m Model) Init() tea.Cmd {
 	return func() tea.Msg { return pickedMsg{p} }
 }
 
-// Update routes messages: sizes and run data to every screen, keys only
-// to the one showing.
-func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+// components are the components that exist.
+func (m Model) components() []component {
+	cs := []component{m.picker, m.exp, m.help}
+	if m.dash != nil {
+		cs = append(cs, m.dash)
+	}
+	return cs
+}
+
+// current is the screen showing (under the help overlay, if open).
+func (m Model) current() component {
+	switch m.screen {
+	case screenDashboard:
+		return m.dash
+	case screenExperiments:
+		return m.exp
+	}
+	return m.picker
+}
+
+// toAll sends msg to every component.
+func (m Model) toAll(msg tea.Msg) tea.Cmd {
 	var cmds []tea.Cmd
+	for _, c := range m.components() {
+		_, cmd := c.Update(msg)
+		cmds = append(cmds, cmd)
+	}
+	return tea.Batch(cmds...)
+}
+
+// Update routes messages: sizes and run data to every component, keys
+// only to the one showing; the root itself answers quit, help, and the
+// keys that move between screens.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.w, m.h = msg.Width, msg.Height
-		var cmd tea.Cmd
-		m.picker, cmd = m.picker.update(msg)
-		cmds = append(cmds, cmd)
-		if m.screen == screenDashboard {
-			m.dash, _ = m.dash.update(msg)
-		}
-		m.exp, _ = m.exp.update(msg)
-		return m, tea.Batch(cmds...)
+		return m, m.toAll(msg)
 
-	case expBatchMsg:
-		m.exp, _ = m.exp.update(msg)
+	case batchMsg, expBatchMsg:
+		cmd := m.toAll(msg) // the component the data is for re-arms its wait
 		if m.quitting && m.allEnded() {
 			return m, tea.Quit
 		}
-		if msg.ended {
-			return m, nil
-		}
-		return m, waitExp(msg.w)
+		return m, cmd
 
 	case expStartMsg:
-		var cmd tea.Cmd
-		m.exp, cmd = m.exp.update(msg)
+		_, cmd := m.exp.Update(msg)
 		return m, cmd
 
 	case pickedMsg:
 		m.sess.Preset = msg.p
-		m.dash = newDashboard(m.theme, m.keys, m.sess, msg.p)
-		m.dash.w, m.dash.h = m.w, m.h
+		m.dash = newDashboard(m.theme, newDashKeys(), m.sess, msg.p)
+		m.dash.SetSize(m.w, m.h)
 		m.screen = screenDashboard
 		m.dash.start(variantIndex(msg.p.Variant)) // the preset's default: metakernel
 		m.dash.render()
-		return m, waitBatch(m.sess)
-
-	case batchMsg:
-		m.dash, _ = m.dash.update(msg)
-		if m.quitting && m.allEnded() {
-			return m, tea.Quit
-		}
-		if !msg.ok {
-			return m, nil
-		}
-		return m, waitBatch(m.sess)
+		return m, m.dash.Init()
 
 	case tea.KeyMsg:
-		if m.screen == screenPicker && m.picker.filtering() {
-			break // every key is filter text
-		}
-		if m.screen == screenExperiments && m.exp.capturing() && !m.help {
-			switch msg.String() {
-			case "ctrl+c":
-				return m.quit()
-			case "esc":
-				return m.leaveExperiments(), nil
-			}
-			break // every other key is text for the field
-		}
+		return m.key(msg)
+	}
+	_, cmd := m.current().Update(msg)
+	return m, cmd
+}
+
+// key handles a key: a text field or the picker's filter takes (almost)
+// every key; else the root answers quit, help and the keys that move
+// between screens, the help overlay takes the rest while open, and the
+// screen showing otherwise.
+func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch {
+	case m.screen == screenPicker && m.picker.filtering():
+		_, cmd := m.picker.Update(msg) // every key is filter text
+		return m, cmd
+	case m.screen == screenExperiments && m.exp.capturing() && !m.help.open:
 		switch {
-		case key.Matches(msg, m.keys.Quit):
+		case msg.String() == "ctrl+c": // q is text here
 			return m.quit()
-		case key.Matches(msg, m.keys.Help):
-			m.help = !m.help
-			return m, nil
-		case m.help && msg.String() == "esc":
-			m.help = false
-			return m, nil
-		}
-		if m.help {
-			return m, nil // the overlay takes the keys it does not know
-		}
-		switch {
-		case m.screen == screenPicker && key.Matches(msg, m.keys.Experiments),
-			m.screen == screenDashboard && key.Matches(msg, m.keys.DashExperiments):
-			preset := ""
-			if it, ok := m.picker.list.SelectedItem().(presetItem); ok {
-				preset = it.p.Name
-			}
-			if m.screen == screenDashboard {
-				preset = m.dash.preset.Name
-			}
-			m.from, m.screen = m.screen, screenExperiments
-			m.exp.open(preset)
-			return m, nil
-		case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.keys.Back):
+		case key.Matches(msg, m.exp.keys.Back):
 			return m.leaveExperiments(), nil
 		}
+		_, cmd := m.exp.Update(msg) // every other key is text for the field
+		return m, cmd
 	}
-	var cmd tea.Cmd
-	switch m.screen {
-	case screenPicker:
-		m.picker, cmd = m.picker.update(msg)
-	case screenDashboard:
-		m.dash, cmd = m.dash.update(msg)
-	case screenExperiments:
-		m.exp, cmd = m.exp.update(msg)
+	switch {
+	case key.Matches(msg, m.keys.Quit):
+		return m.quit()
+	case !m.help.open && key.Matches(msg, m.keys.Help):
+		m.help.show(m.current())
+		return m, nil
+	case m.help.open:
+		_, cmd := m.help.Update(msg) // ? and esc close it; it takes every other key
+		return m, cmd
 	}
+	switch {
+	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Experiments):
+		preset := ""
+		if p, ok := m.picker.selected(); ok {
+			preset = p.Name
+		}
+		return m.openExperiments(preset), nil
+	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Experiments):
+		return m.openExperiments(m.dash.preset.Name), nil
+	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
+		return m.leaveExperiments(), nil
+	}
+	_, cmd := m.current().Update(msg)
 	return m, cmd
+}
+
+// openExperiments shows the experiments screen, its form on preset.
+func (m Model) openExperiments(preset string) Model {
+	m.from, m.screen = m.screen, screenExperiments
+	m.exp.open(preset)
+	return m
 }
 
 // leaveExperiments goes back from the setup form to the screen it was
@@ -246,7 +246,7 @@ func (m Model) leaveExperiments() Model {
 
 // allEnded reports whether no run and no experiment is left working.
 func (m Model) allEnded() bool {
-	return (m.dash.views[0] == nil || m.dash.allEnded()) && !m.exp.running()
+	return (m.dash == nil || m.dash.allEnded()) && !m.exp.running()
 }
 
 // quit stops the runs first: each saves a checkpoint and the program ends
@@ -256,7 +256,7 @@ func (m Model) quit() (tea.Model, tea.Cmd) {
 		return m, tea.Quit
 	}
 	m.quitting = true
-	if m.dash.views[0] != nil && !m.dash.allEnded() {
+	if m.dash != nil && !m.dash.allEnded() {
 		m.dash.quitting = true
 		m.dash.stopAll()
 		m.dash.render()
@@ -265,28 +265,14 @@ func (m Model) quit() (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// View returns the last rendered frame, with the help overlay if open.
+// View is the frame of the component showing: the help overlay if open,
+// else the screen's (which the dashboard renders when its data changes).
 func (m Model) View() string {
 	if m.w == 0 {
 		return ""
 	}
-	if m.help {
-		groups := m.keys.Groups()
-		switch {
-		case m.screen == screenPicker:
-			groups = m.keys.PickerGroups()
-		case m.screen == screenExperiments && m.exp.stage == expDash:
-			groups = m.keys.ExperimentDashGroups()
-		case m.screen == screenExperiments:
-			groups = m.keys.ExperimentGroups()
-		}
-		return helpView(m.theme, groups, m.w, m.h)
+	if m.help.open {
+		return m.help.View()
 	}
-	switch m.screen {
-	case screenPicker:
-		return m.picker.view()
-	case screenExperiments:
-		return m.exp.view()
-	}
-	return m.dash.view()
+	return m.current().View()
 }

@@ -3,6 +3,7 @@ package ui
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -88,8 +89,8 @@ func TestResize(t *testing.T) {
 	for _, th := range []Theme{testTheme(), monoTheme()} {
 		d := fakeDashboard(th, 80, 24)
 		for _, sz := range [][2]int{{80, 24}, {200, 60}, {160, 48}, {100, 30}, {120, 33}, {140, 39}, {139, 50}, {60, 20}, {39, 11}, {250, 80}, {80, 24}} {
-			d, _ = d.update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
-			checkBlock(t, "frame", d.view(), sz[0], sz[1])
+			d.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+			checkBlock(t, "frame", d.View(), sz[0], sz[1])
 			grid, _ := d.layout()
 			if want := sz[0] >= 140 && sz[1]-3 >= 36; grid != want {
 				t.Errorf("%v: grid %v", sz, grid)
@@ -102,7 +103,7 @@ func TestResize(t *testing.T) {
 // told apart by markers.
 func TestNoColor(t *testing.T) {
 	d := fakeDashboard(monoTheme(), 160, 48)
-	f := d.view()
+	f := d.View()
 	for _, esc := range []string{"\x1b[38;", "\x1b[48;", "\x1b[3", "\x1b[9"} {
 		if strings.Contains(f, esc) {
 			t.Fatalf("colour escape %q with NO_COLOR", esc)
@@ -130,8 +131,8 @@ func TestViewKeys(t *testing.T) {
 		default:
 			msg = keys(k)
 		}
-		d, _ = d.update(msg)
-		return ansi.Strip(d.view())
+		d.Update(msg)
+		return ansi.Strip(d.View())
 	}
 	cases := []struct{ key, want string }{
 		{"m", "EMA on"},
@@ -152,6 +153,13 @@ func TestViewKeys(t *testing.T) {
 	}
 	if grid, _ := d.layout(); grid {
 		t.Fatal("zoom kept the grid")
+	}
+}
+
+// The ablation toggles are every engine variant, one key each.
+func TestToggleVariants(t *testing.T) {
+	if !slices.Equal(toggleVariants[:], engine.Variants) {
+		t.Fatalf("toggles %v, engine variants %v", toggleVariants, engine.Variants)
 	}
 }
 

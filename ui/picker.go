@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/list"
 	tea "github.com/charmbracelet/bubbletea"
@@ -12,6 +11,29 @@ import (
 
 	"github.com/mkbench/mkbench/presets"
 )
+
+// The picker is the first screen: a filterable list of presets (bubbles'
+// list); enter trains the selected one on the dashboard.
+
+// pickerKeys are the picker's keys. The list answers Filter, Up and Down
+// itself; they are here for the help.
+type pickerKeys struct {
+	globalKeys
+	Start, Filter, Up, Down key.Binding
+	// Experiments opens the experiments screen with the selected preset.
+	Experiments key.Binding
+}
+
+func newPickerKeys() pickerKeys {
+	return pickerKeys{
+		globalKeys:  newGlobalKeys(),
+		Start:       bind("enter", "train the preset (metakernel)", "enter"),
+		Filter:      bind("/", "filter presets", "/"),
+		Up:          bind("↑/k", "up", "up", "k"),
+		Down:        bind("↓/j", "down", "down", "j"),
+		Experiments: bind("x", "experiments (ablation, shots, …)", "x", "X"),
+	}
+}
 
 // presetItem shows a preset in the picker's list.
 type presetItem struct{ p presets.Preset }
@@ -23,19 +45,18 @@ func (i presetItem) Description() string {
 }
 func (i presetItem) FilterValue() string { return i.p.Name + " " + i.p.Description }
 
-// picker is the first screen: a filterable list of presets.
+// picker is the preset picker.
 type picker struct {
-	theme  Theme
-	keys   KeyMap
-	list   list.Model
-	footer help.Model
-	w, h   int
+	theme Theme
+	keys  pickerKeys
+	list  list.Model
+	w, h  int
 }
 
 // pickedMsg says the user chose a preset.
 type pickedMsg struct{ p presets.Preset }
 
-func newPicker(t Theme, k KeyMap, all []presets.Preset) picker {
+func newPicker(t Theme, k pickerKeys, all []presets.Preset) *picker {
 	var items []list.Item
 	for _, p := range all {
 		items = append(items, presetItem{p})
@@ -50,24 +71,36 @@ func newPicker(t Theme, k KeyMap, all []presets.Preset) picker {
 			l.Select(i)
 		}
 	}
-	f := help.New()
-	f.Styles.ShortKey, f.Styles.ShortDesc, f.Styles.ShortSeparator = t.Key, t.Dim, t.Dim
-	return picker{theme: t, keys: k, list: l, footer: f}
+	return &picker{theme: t, keys: k, list: l}
 }
 
 // filtering reports whether keys go to the filter input.
-func (p picker) filtering() bool { return p.list.SettingFilter() }
+func (p *picker) filtering() bool { return p.list.SettingFilter() }
 
-func (p picker) update(msg tea.Msg) (picker, tea.Cmd) {
+// selected is the preset under the cursor.
+func (p *picker) selected() (presets.Preset, bool) {
+	it, ok := p.list.SelectedItem().(presetItem)
+	return it.p, ok
+}
+
+func (p *picker) Init() tea.Cmd { return nil }
+
+func (p *picker) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.SetSize(w, max(h-8, 4))
+}
+
+func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
-		p.w, p.h = msg.Width, msg.Height
-		p.list.SetSize(msg.Width, max(msg.Height-8, 4))
+		p.SetSize(msg.Width, msg.Height)
 		return p, nil
+	case batchMsg, expBatchMsg:
+		return p, nil // run data: nothing the picker shows
 	case tea.KeyMsg:
 		if !p.filtering() && key.Matches(msg, p.keys.Start) {
-			if it, ok := p.list.SelectedItem().(presetItem); ok {
-				return p, func() tea.Msg { return pickedMsg{it.p} }
+			if sel, ok := p.selected(); ok {
+				return p, func() tea.Msg { return pickedMsg{sel} }
 			}
 		}
 	}
@@ -76,17 +109,29 @@ func (p picker) update(msg tea.Msg) (picker, tea.Cmd) {
 	return p, cmd
 }
 
-func (p picker) view() string {
+func (p *picker) View() string {
 	t := p.theme
 	head := t.Title.Render(" mkbench ") + t.Dim.Render("MetaKernel few-shot workbench · pick a preset")
 	detail := ""
-	if it, ok := p.list.SelectedItem().(presetItem); ok {
-		detail = t.Bold.Render(it.p.Name) + "  " + it.p.Summary() + "\n" +
-			t.Dim.Render("enter trains the "+it.p.Variant+" variant; in the dashboard 1-5 add rbf, rff, vrf, vrf+ctx, vrf+cnf beside it")
+	if sel, ok := p.selected(); ok {
+		detail = t.Bold.Render(sel.Name) + "  " + sel.Summary() + "\n" +
+			t.Dim.Render("enter trains the "+sel.Variant+" variant; in the dashboard 1-5 add rbf, rff, vrf, vrf+ctx, vrf+cnf beside it")
 	}
 	detail = lipgloss.NewStyle().Width(max(p.w-2, 10)).Render(detail)
-	foot := " " + p.footer.ShortHelpView(p.keys.PickerShortHelp())
 	body := p.list.View()
 	lines := strings.Count(detail, "\n") + 1
-	return block(head+"\n\n"+block(body, p.w, max(p.h-4-lines, 1))+"\n"+detail+"\n"+foot, p.w, p.h)
+	return block(head+"\n\n"+block(body, p.w, max(p.h-4-lines, 1))+"\n"+detail+"\n"+footer(t, p.ShortHelp()), p.w, p.h)
+}
+
+// ShortHelp is the footer.
+func (p *picker) ShortHelp() []key.Binding {
+	k := p.keys
+	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
+}
+
+func (p *picker) FullHelp() [][]key.Binding { return fullHelp(p.HelpGroups()) }
+
+func (p *picker) HelpGroups() []helpGroup {
+	k := p.keys
+	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
 }

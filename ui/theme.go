@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/charmbracelet/bubbles/progress"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 )
@@ -25,6 +26,9 @@ type Theme struct {
 	barFill lipgloss.Color
 }
 
+// accent marks keys, the focused pane and progress bars.
+const accent = lipgloss.Color("#ff5f87")
+
 var seriesColors = []lipgloss.Color{"#7aa2f7", "#e0af68", "#9ece6a", "#bb9af7", "#7dcfff", "#ff5f87"}
 
 // seriesMarkers stand in for colours in mono mode.
@@ -35,7 +39,6 @@ var seriesMarkers = []rune{'o', '+', 'x', '#', '%', '*'}
 func NewTheme(r *lipgloss.Renderer) Theme {
 	t := Theme{r: r, Mono: r.ColorProfile() == termenv.Ascii}
 	ns := r.NewStyle
-	accent := lipgloss.Color("#ff5f87")
 	t.Title = ns().Bold(true)
 	t.Dim = ns().Foreground(lipgloss.Color("#777777"))
 	t.Bold = ns().Bold(true)
@@ -83,4 +86,10 @@ func (t Theme) Swatch(i int) string {
 		return string(t.Marker(i))
 	}
 	return t.Series(i).Render("━━")
+}
+
+// bar is a progress bar w columns wide, filled to frac.
+func (t Theme) bar(w int, frac float64) string {
+	return progress.New(progress.WithSolidFill(string(accent)), progress.WithoutPercentage(),
+		progress.WithWidth(w), progress.WithColorProfile(t.r.ColorProfile())).ViewAs(frac)
 }

@@ -28,8 +28,8 @@ func mustPreset(t *testing.T, name string) presets.Preset {
 
 // fakeExperiment is an experiments screen in mid-experiment without a
 // Runner: kind on preset with the given rows, run job of jobs training.
-func fakeExperiment(th Theme, w, h int, kind string, p presets.Preset, rows []expRow, job, jobs int, name string) expScreen {
-	s := expScreen{theme: th, keys: DefaultKeyMap(), reg: &expRegistry{}, stage: expResults, w: w, h: h}
+func fakeExperiment(th Theme, w, h int, kind string, p presets.Preset, rows []expRow, job, jobs int, name string) *expScreen {
+	s := &expScreen{theme: th, keys: newExpKeys(), dashKeys: newDashKeys(), reg: &expRegistry{}, stage: expResults, w: w, h: h}
 	metric := "mse"
 	if p.Config.Classify() {
 		metric = "accuracy"
@@ -40,7 +40,7 @@ func fakeExperiment(th Theme, w, h int, kind string, p presets.Preset, rows []ex
 		opts:   experiments.Options{Experiment: kind, Preset: p.Name, Seeds: []uint64{1, 2}},
 		preset: p, metric: metric, rows: rows, job: job, jobs: jobs, name: name, phase: "training",
 		snap:  &engine.Snapshot{Iter: 1200, Iters: 5000, ItersPerSec: 38.2},
-		jobAt: at, jobSecs: []float64{130, 140}, state: "running", msg: "runs/rff-s1: mse 0.1234 ± 0.0100",
+		jobAt: at, jobSecs: []float64{130, 140}, state: "running", note: note{text: "runs/rff-s1: mse 0.1234 ± 0.0100"},
 	}
 	return s
 }
@@ -87,7 +87,7 @@ func TestExperimentGoldens(t *testing.T) {
 	for _, sz := range sizes {
 		w, h := sz[0], sz[1]
 		t.Run(fmt.Sprintf("setup-%dx%d", w, h), func(t *testing.T) {
-			f := newExpForm(th, DefaultKeyMap(), []presets.Preset{sine, omni}, "runs")
+			f := newExpForm(th, newExpKeys(), []presets.Preset{sine, omni}, "runs")
 			v := f.view(w, h)
 			checkBlock(t, "setup", v, w, h)
 			golden(t, fmt.Sprintf("exp-setup-%dx%d", w, h), v)
@@ -108,7 +108,7 @@ func TestExperimentGoldens(t *testing.T) {
 		})
 	}
 	t.Run("help-80x24", func(t *testing.T) {
-		v := helpView(th, DefaultKeyMap().ExperimentGroups(), 80, 24)
+		v := helpView(th, newExpKeys().groups(), newHelpOverlay(th).close, 80, 24)
 		checkBlock(t, "help", v, 80, 24)
 		golden(t, "exp-help-80x24", v)
 	})
@@ -124,14 +124,13 @@ func TestExperimentGoldens(t *testing.T) {
 
 // The form checks its fields with the Runner's own plan as they change.
 func TestExperimentForm(t *testing.T) {
-	k := DefaultKeyMap()
-	f := newExpForm(testTheme(), k, presets.All(), "runs")
+	f := newExpForm(testTheme(), newExpKeys(), presets.All(), "runs")
 	if f.kindName() != experiments.Ablation || f.presetOf().Name != "sine-5shot" || f.runs != 5 {
 		t.Fatalf("defaults: %s %s %d runs", f.kindName(), f.presetOf().Name, f.runs)
 	}
 	send := func(msgs ...tea.KeyMsg) {
 		for _, m := range msgs {
-			f, _ = f.update(m)
+			f.update(m)
 		}
 	}
 	down, right := tea.KeyMsg{Type: tea.KeyDown}, tea.KeyMsg{Type: tea.KeyRight}

@@ -1,0 +1,67 @@
+package ui
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments"
+)
+
+// The experiment's progress lines, over its results: where it is (run,
+// phase, iteration, ETAs) and a bar of the runs done.
+
+// expProgressData is the progress line's content.
+type expProgressData struct {
+	Kind, Preset string
+	Job, Jobs    int
+	Name, Phase  string
+	Iter, Iters  int
+	ItPerSec     float64
+	RunETA       time.Duration // < 0: unknown
+	AllETA       time.Duration // < 0: unknown
+	State        string        // running, stopping, finished, interrupted, failed
+	// Points and PointsDone count the experiment's points (rows); the
+	// versatility grid measures its progress by them.
+	Points, PointsDone int
+}
+
+// expProgress draws two lines: where the experiment is, and a bar of the
+// runs done.
+func expProgress(t Theme, d expProgressData, w int) string {
+	l1 := fmt.Sprintf(" run %d/%d", d.Job, d.Jobs)
+	if d.Name != "" {
+		l1 += " " + t.Bold.Render(d.Name)
+	}
+	if d.Phase != "" {
+		l1 += " · " + d.Phase
+	}
+	if d.Iters > 0 && (d.Phase == "training" || d.Phase == "resuming") {
+		l1 += fmt.Sprintf(" · iter %d/%d · %.1f it/s · run ETA %s", d.Iter, d.Iters, d.ItPerSec, engine.FormatETA(d.RunETA))
+	}
+	if d.State == "running" {
+		l1 += " · experiment ETA " + engine.FormatETA(d.AllETA)
+	} else {
+		l1 += " · " + t.Warn.Render(d.State)
+	}
+	frac := 0.0
+	if d.Jobs > 0 {
+		done := d.Job - 1
+		if d.State == "finished" {
+			done = d.Jobs
+		}
+		frac = float64(done) / float64(d.Jobs)
+		if d.Iters > 0 && d.State == "running" {
+			frac += float64(d.Iter) / float64(d.Iters) / float64(d.Jobs)
+		}
+	}
+	if d.Kind == experiments.Versatility && d.Points > 0 && d.State != "finished" {
+		frac = float64(d.PointsDone) / float64(d.Points)
+	}
+	l2 := " "
+	if bw := min(w-10, 60); bw >= 5 {
+		l2 += t.bar(bw, min(frac, 1))
+	}
+	l2 += fmt.Sprintf(" %3.0f%%", 100*min(frac, 1))
+	return block(l1+"\n"+l2, w, 2)
+}
