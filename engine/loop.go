@@ -29,8 +29,8 @@ import (
 // Hooks belong to one run and run on its goroutine, between steps, so
 // they may touch the model. A hook's error ends the loop: as a failure, or,
 // wrapped by Interrupt, as an interruption, after which the state is
-// consistent and the end hooks checkpoint it. The per-step path allocates
-// nothing: hooks are func values made once per run, and a step's
+// consistent and the end hooks checkpoint it. The loop adds no allocation
+// to a step: hooks are func values made once per run, and a step's
 // statistics reach them by value.
 
 // Hook is called at the start of a loop, or before each step.
