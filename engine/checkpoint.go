@@ -102,19 +102,6 @@ func (c *Checkpoint) restore(m *Model, opt *Optimizer) error {
 	return nil
 }
 
-// LoadModel rebuilds the model saved in a checkpoint file, for evaluation.
-func LoadModel(path string, src task.Source) (*Model, *Checkpoint, error) {
-	c, err := LoadCheckpoint(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := c.Model(src)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return m, c, nil
-}
-
 // Model rebuilds the checkpoint's model on its task family src.
 func (c *Checkpoint) Model(src task.Source) (*Model, error) {
 	if c.Source != src.Name() {

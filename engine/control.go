@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"context"
 	"time"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // CommandKind names what a Command asks a running Run to do.
@@ -49,24 +50,32 @@ type Reply struct {
 	Err  error       // the command failed; the run goes on unless Run returns it
 }
 
-// control serves RunOptions.Control for Run.
+// control serves RunOptions.Control: Run attaches before as a hook before
+// every step, so commands are served between iterations on the training
+// goroutine.
 type control struct {
-	ch     <-chan Command
-	paused bool
-	m      *Model
-	cfg    Config
-	opts   *RunOptions
-	obs    Observer
-	save   func(iter int) error
-	snap   func(iter int) Snapshot
+	ch      <-chan Command
+	paused  bool
+	m       *Model
+	cfg     Config
+	evalSrc task.Source // CmdEvaluate's tasks: the validation split, else the test split, else the training source
+	rep     *reporter   // snapshots, and the display task
+	save    Hook        // writes the checkpoint (a no-op without a run directory)
 }
 
-// serve handles every pending command before iteration iter (iter
-// iterations are complete) and, while paused, waits for more. It returns
-// the time it took, which Run keeps out of the training time and the
-// throughput. An error stops the run: the context's, the observer's, or a
-// checkpoint that could not be written.
-func (c *control) serve(ctx context.Context, iter int) (time.Duration, error) {
+// before is the before-step hook: it serves the pending commands, keeps
+// their time out of the training time and the throughput, and interrupts
+// the run on an error: the context's, the observer's, or a checkpoint
+// that could not be written.
+func (c *control) before(l *Loop) error {
+	spent, err := c.serve(l)
+	l.Exclude(spent)
+	return Interrupt(err)
+}
+
+// serve handles every pending command before the next step and, while
+// paused, waits for more. It returns the time it took.
+func (c *control) serve(l *Loop) (time.Duration, error) {
 	if c.ch == nil {
 		return 0, nil
 	}
@@ -77,8 +86,8 @@ func (c *control) serve(ctx context.Context, iter int) (time.Duration, error) {
 		if c.paused {
 			select {
 			case cmd, ok = <-c.ch:
-			case <-ctx.Done():
-				return time.Since(t0), ctx.Err()
+			case <-l.Context().Done():
+				return time.Since(t0), l.Context().Err()
 			}
 		} else {
 			select {
@@ -92,34 +101,26 @@ func (c *control) serve(ctx context.Context, iter int) (time.Duration, error) {
 			c.ch, c.paused = nil, false
 			return time.Since(t0), nil
 		}
-		if err := c.do(iter, cmd); err != nil {
+		if err := c.do(l, cmd); err != nil {
 			return time.Since(t0), err
 		}
 	}
 }
 
-func (c *control) do(iter int, cmd Command) error {
-	rep := Reply{Kind: cmd.Kind, Iter: iter}
+// do serves one command; an error it returns stops the run.
+func (c *control) do(l *Loop, cmd Command) error {
+	rep := Reply{Kind: cmd.Kind, Iter: l.Iter}
 	var stop error
 	switch cmd.Kind {
 	case CmdCheckpoint:
-		rep.Err = c.save(iter)
+		rep.Err = c.save(l)
 		stop = rep.Err
 	case CmdEvaluate:
 		n := cmd.Tasks
 		if n <= 0 {
 			n = min(QuickEvalTasks, c.cfg.EvalTasks)
 		}
-		// Mid-training checks belong on the validation split; the test
-		// split is for the final number.
-		src := c.opts.Val
-		if src == nil {
-			src = c.opts.Test
-		}
-		if src == nil {
-			src = c.m.Src
-		}
-		ev, err := c.m.EvaluateOn(src, n, c.cfg.EvalQuery, c.cfg.EvalSamples, c.cfg.Seed)
+		ev, err := c.m.EvaluateOn(c.evalSrc, n, c.cfg.EvalQuery, c.cfg.EvalSamples, c.cfg.Seed)
 		if err != nil {
 			// A diverging model fails here first; the next training step
 			// reports it properly.
@@ -128,26 +129,26 @@ func (c *control) do(iter int, cmd Command) error {
 		}
 		ev.PerTask = nil
 		rep.Eval = &ev
-		if c.obs != nil {
-			s := c.snap(iter)
+		if c.rep.obs != nil {
+			s := c.rep.snapshot(l)
 			s.Eval = &ev
-			stop = c.obs.Observe(s)
+			stop = c.rep.obs.Observe(s)
 		}
 	case CmdDisplayTask:
-		c.opts.DisplayTask = cmd.Task
-		if c.obs == nil {
+		c.rep.task = cmd.Task
+		if c.rep.obs == nil {
 			break
 		}
-		d, err := c.m.Display(iter, cmd.Task, c.opts.DisplayDraws)
+		d, err := c.rep.display(l)
 		if err != nil {
 			rep.Err = err
 			stop = err
 			break
 		}
 		if d != nil {
-			s := c.snap(iter)
+			s := c.rep.snapshot(l)
 			s.Display = d
-			stop = c.obs.Observe(s)
+			stop = c.rep.obs.Observe(s)
 		}
 	case CmdPause:
 		c.paused = true

@@ -128,7 +128,11 @@ func TestEvalFromCheckpointReproducesRun(t *testing.T) {
 	cfg := tinyConfig("vrf+ctx", 6)
 	dir := t.TempDir()
 	res := runTo(t, cfg, sineLike{}, dir, nil)
-	m, _, err := LoadModel(filepath.Join(dir, FileCheckpoint), sineLike{})
+	ck, err := LoadCheckpoint(filepath.Join(dir, FileCheckpoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ck.Model(sineLike{})
 	if err != nil {
 		t.Fatal(err)
 	}

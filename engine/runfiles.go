@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mkbench/mkbench/engine/runfile"
+)
+
+// The files of a run directory and their formats. They are written
+// through runfile: whole files atomically, logs a row at a time and cut
+// back to the checkpoint when a run resumes.
+
+// Run file names inside a run directory.
+const (
+	FileConfig     = "config.json"
+	FileMetrics    = "metrics.jsonl"
+	FileSummary    = "summary.json"
+	FileCheckpoint = "checkpoint.gob"
+	FileBest       = "best.gob"  // the best-validation parameters
+	FileVal        = "val.jsonl" // one validation per line: the learning curve
+)
+
+// RunConfig is config.json: enough to rebuild the model of a run.
+type RunConfig struct {
+	Preset string `json:"preset"`
+	Source string `json:"source"`
+	Config Config `json:"config"`
+}
+
+// MetricsRow is one line of metrics.jsonl: averages over the iterations
+// since the previous row, except lambda and lr, taken at Iter. Wall-clock
+// figures are deliberately absent so equal seeds give byte-equal files.
+type MetricsRow struct {
+	Iter     int     `json:"iter"`
+	Loss     float64 `json:"loss"`
+	Data     float64 `json:"data"`
+	KL       float64 `json:"kl"`
+	ELBO     float64 `json:"elbo"`
+	Lambda   float64 `json:"lambda"`
+	LR       float64 `json:"lr"`
+	GradNorm float64 `json:"grad_norm"`
+}
+
+// window accumulates a metrics row; it is checkpointed so that a resumed
+// run writes the same rows as an uninterrupted one.
+type window struct {
+	N                        int
+	Loss, Data, KL, GradNorm float64
+}
+
+// ValRow is one line of val.jsonl. Unlike metrics.jsonl it carries the
+// training time so far, for learning curves against wall-clock time.
+type ValRow struct {
+	Iter         int     `json:"iter"`
+	Metric       string  `json:"metric"`
+	Mean         float64 `json:"mean"`
+	CI95         float64 `json:"ci95"`
+	Tasks        int     `json:"tasks"`
+	TrainSeconds float64 `json:"train_seconds"`
+	Best         bool    `json:"best"`
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Preset       string      `json:"preset"`
+	Variant      string      `json:"variant"`
+	Source       string      `json:"source"`
+	Seed         uint64      `json:"seed"`
+	Iters        int         `json:"iters"`
+	TrainSeconds float64     `json:"train_seconds"`
+	MsPerIter    float64     `json:"ms_per_iter"`
+	EvalSeconds  float64     `json:"eval_seconds"`
+	Eval         *EvalResult `json:"eval"`
+	// EvalCheckpoint names the parameters evaluated: the best-validation
+	// checkpoint when the run validated, else the last.
+	EvalCheckpoint string      `json:"eval_checkpoint"`
+	BestIter       int         `json:"best_iter,omitempty"`
+	BestVal        *EvalResult `json:"best_val,omitempty"`
+	Params         int         `json:"params"`
+	Final          MetricsRow  `json:"final"`
+	GOMAXPROCS     int         `json:"gomaxprocs"`
+	GoVersion      string      `json:"go_version"`
+	Finished       time.Time   `json:"finished"`
+	Config         Config      `json:"config"`
+}
+
+// prepareRunDir creates dir for a new run and refuses one that already
+// holds a run, so a typo can never overwrite results.
+func prepareRunDir(dir string) error {
+	for _, f := range []string{FileCheckpoint, FileMetrics, FileSummary, FileConfig} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return fmt.Errorf("engine: %s already holds a run (%s exists); continue it with --resume %s or choose another --out", dir, f, dir)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("engine: cannot create run directory: %w", err)
+	}
+	return nil
+}
+
+// newRunDir prepares dir for a new run and writes its config.json.
+func newRunDir(dir string, rc RunConfig) error {
+	if err := prepareRunDir(dir); err != nil {
+		return err
+	}
+	return runfile.WriteJSON(filepath.Join(dir, FileConfig), rc, runfile.Private)
+}
