@@ -35,10 +35,7 @@ var ErrNoCIFAR = errors.New("datasets: CIFAR-100 data not found")
 var cifarfsSplits embed.FS
 
 // CIFARFSSplitLicense is the license of the embedded split lists.
-func CIFARFSSplitLicense() string {
-	b, _ := cifarfsSplits.ReadFile("splits/cifarfs/LICENSE")
-	return string(b)
-}
+func CIFARFSSplitLicense() string { return embeddedText(cifarfsSplits, "splits/cifarfs/LICENSE") }
 
 // DefaultCIFARFSDir is where mkbench looks for CIFAR-100 when the user names
 // no folder: $MKBENCH_DATA/cifarfs, else ./data/cifarfs if it exists, else
@@ -322,18 +319,15 @@ func validLabelName(s string) bool {
 // some) are skipped.
 func parseLabelNames(label string, data []byte) ([]string, error) {
 	var out []string
-	for n, raw := range strings.Split(string(data), "\n") {
-		s := strings.TrimSpace(raw)
-		if s == "" {
-			continue
-		}
+	err := forEachLine(data, func(n int, s string) error {
 		if !validLabelName(s) {
-			if len(s) > 80 {
-				s = s[:80] + "…"
-			}
-			return nil, fmt.Errorf("datasets: %s:%d: %q is not a class name", label, n+1, s)
+			return fmt.Errorf("datasets: %s:%d: %q is not a class name", label, n, clip(s, 80))
 		}
 		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("datasets: %s lists no class names", label)

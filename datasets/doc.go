@@ -1,7 +1,9 @@
 // Package datasets provides the few-shot task families mkbench trains on.
 // Each family draws only from the *rand.Rand it is given, so a seed fixes the
-// whole task stream. Synthetic families need no files; image families read
-// local copies of the published data sets.
+// whole task stream. Synthetic families need no files; the others read local
+// copies of the published data sets, which a user supplies: the package
+// ships only the class splits, embedded with their licenses. It depends on
+// the engine only through the leaf package engine/task (Batch, Source).
 //
 // # Sine
 //
@@ -15,9 +17,7 @@
 // folders they unpack to, images_background/<Alphabet>/characterNN/<ID>_<NN>.png.
 // Both halves are needed, because the standard split draws on both. Every
 // character has 20 drawings (32,460 in all), 105×105 1-bit PNGs with black
-// strokes on white. DefaultOmniglotDir says where mkbench looks when no
-// folder is given: $MKBENCH_DATA/omniglot, else ./data/omniglot, else
-// ../shared/data/omniglot (a developer checkout).
+// strokes on white.
 //
 // Preprocessing follows Vinyals et al. and Prototypical Networks: images are
 // inverted (strokes 1, background 0) and resized to 28×28 with an exact area
@@ -33,31 +33,96 @@
 // and numpy's rot90 turn it; each rotation is its own class. SplitFrom reads
 // a split list in the same format from elsewhere.
 //
-// # The decode cache
+// # miniImageNet
 //
-// Decoding all PNGs takes a few seconds, so LoadOmniglot writes the decoded
-// images (25 MB) to a cache file in DefaultCacheDir ($MKBENCH_CACHE, else the
-// mkbench folder of os.UserCacheDir) or OmniglotOptions.CacheDir, named by a
-// key over the sources: the sha256 of each zip, or for an unpacked folder the
-// sha256 of its file names, sizes and modification times. Later loads read
-// that one file. The file carries a magic string, a format version, the key
-// and a trailing sha256 of its contents; a file that fails any check is
-// ignored and rewritten, never trusted. Files are written to a temporary name
-// and renamed, so readers see whole files only. Deleting the folder is always
-// safe.
+// LoadMiniImageNet reads the 60,000 images (84×84 after resizing) of the
+// Ravi & Larochelle split from anywhere under its folder, found by their
+// file names; the split lists (64, 16 and 20 classes of 600 images) are
+// embedded (splits/ravi, MIT, from Prototypical Networks) or read from
+// ImageOptions.SplitDir. JPEGs and PNGs are decoded, converted to RGB and
+// squashed to the side with the same area filter as Omniglot's, the aspect
+// ratio not kept, as PIL's resize does.
+//
+// # CIFAR-FS
+//
+// LoadCIFARFS reads CIFAR-100 in either version its authors distribute
+// (the Python 2 pickles or the binary records; unpacked or as the .tar.gz
+// download) and splits its 100 fine classes of 600 32×32 images as
+// CIFAR-FS does (Bertinetto et al.; 64, 16 and 20 classes, embedded from
+// Torchmeta, MIT), checking each entry's coarse class against the data. It
+// needs no cache: the data are stored undecoded.
+//
+// # DomainNet
+//
+// LoadDomainNet reads the six domains of DomainNet (Peng et al., 2019) and
+// their <domain>_train.txt and <domain>_test.txt lists, each list an
+// ImageSet of 84×84 images whose classes are its categories, optionally
+// capped per category to fit in memory. DomainNetProtocol gives the splits
+// of few-shot domain generalization with one domain held out (the paper's
+// DomainNet table), and DomainNet.Episodes draws tasks whose support and
+// query sets come from one domain or from two.
+//
+// # Embeddings
+//
+// LoadEmbeddings reads one split of pre-trained features (the paper's
+// deep-embedding table: WRN-28-10 activations of miniImageNet or
+// tieredImageNet, 640 values per image) as an EmbeddingSet, whose classes
+// episodes are drawn from directly, the features standing in for images.
+// EmbeddingSplitFile finds a split's file in the layouts features are
+// shared in: LEO's <split>_embeddings.pkl, or .npz archives.
+//
+// # File formats
+//
+// The embeddings and CIFAR-100 come as numpy and Python files, read here
+// without Python: .npy files (format versions 1 to 3), .npz archives of
+// them (as numpy.savez and savez_compressed write them), and pickles of
+// protocols 2 to 5 (Python 2's cPickle and Python 3) by a strict reader
+// that knows the opcodes and the handful of numpy callables those files
+// use and runs no code. Only little-endian numeric, bool and string arrays
+// are read. The sizes a file claims are checked against its length, so a
+// damaged file cannot make a reader allocate without bound.
+//
+// # Default folders
+//
+// DefaultOmniglotDir, DefaultMiniImageNetDir, DefaultCIFARFSDir,
+// DefaultDomainNetDir and DefaultEmbeddingsDir say where mkbench looks when
+// no folder is given: $MKBENCH_DATA/<name>, else ./data/<name>, else
+// ../shared/data/<name> (a developer checkout).
+//
+// # The decode caches
+//
+// Decoding takes seconds for Omniglot and far longer for miniImageNet's
+// 60,000 JPEGs, so LoadOmniglot, LoadMiniImageNet and LoadDomainNet (one
+// file per list) write the decoded images to a cache file in
+// DefaultCacheDir ($MKBENCH_CACHE, else the mkbench folder of
+// os.UserCacheDir) or the options' CacheDir, named by a key over the
+// sources: for Omniglot the sha256 of each zip, or for an unpacked folder
+// the sha256 of its file names, sizes and modification times; for the
+// image sets the split lists and each listed file's name, size and
+// modification time, with the output size. Later loads read that one file
+// (25 MB for Omniglot, 1.27 GB for miniImageNet). A file carries a magic
+// string, a format version, the key and a trailing sha256 of its contents;
+// a file that fails any check is ignored and rewritten, never trusted.
+// Files are written to a temporary name and renamed, so readers see whole
+// files only, and failing to write one is reported in the load's Info, not
+// as an error. Deleting the folder is always safe.
 //
 // # Episodes
 //
-// Episodes implements task.Source for N-way k-shot classification with
-// the paper's protocol: classes uniformly without replacement, k + query
-// images per class without replacement (query 15 by default, at training and
-// test time alike), labels in random order, one-hot targets, rows
-// class-major. Tasks depend on the rng alone.
+// Episodes (Omniglot), ClassEpisodes (any ClassSource: a split of
+// miniImageNet or CIFAR-FS, or an EmbeddingSet) and DomainEpisodes
+// implement task.Source for N-way k-shot classification with the paper's
+// protocol: classes uniformly without replacement, k + query images per
+// class without replacement (query 15 by default, at training and test time
+// alike), labels in random order, one-hot targets, rows class-major. Tasks
+// depend on the rng alone, which every source consumes in a fixed order.
 //
 // # Errors
 //
 // Data problems are returned as errors that start with "datasets: " and name
-// the file, zip entry, split line or numbers at fault; a missing data folder
-// wraps ErrNoOmniglot. Nothing here panics on bad data; a batch of the wrong
-// size passed to Sample is a programmer error and panics.
+// the file, zip or tar entry, list line or numbers at fault; a missing data
+// folder wraps ErrNoOmniglot, ErrNoMiniImageNet, ErrNoCIFAR, ErrNoDomainNet
+// or ErrNoEmbeddings, so that a command line can add its own hint. Nothing
+// here panics on bad data; a batch of the wrong size passed to Sample is a
+// programmer error and panics.
 package datasets

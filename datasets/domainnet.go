@@ -1,9 +1,7 @@
 package datasets
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -177,37 +175,32 @@ type listLine struct {
 func parseDomainList(file, domain string, data []byte) ([]listLine, error) {
 	var out []listLine
 	seen := map[string]int{}
-	for n, raw := range bytes.Split(data, []byte("\n")) {
-		line := strings.TrimSpace(string(raw))
-		if line == "" {
-			continue
-		}
-		bad := func(why string) error {
-			if len(line) > 100 {
-				line = line[:100] + "…"
-			}
-			return fmt.Errorf("datasets: %s:%d: malformed list line %q: %s", file, n+1, line, why)
-		}
+	err := forEachLine(data, func(n int, line string) error {
+		bad := func(why string) error { return malformedLine(file, n, "list", line, 100, why) }
 		fields := strings.Fields(line)
 		if len(fields) != 2 {
-			return nil, bad(fmt.Sprintf("%d fields, want path and label (e.g. %s/aircraft_carrier/%s_001_000018.jpg 0)", len(fields), domain, domain))
+			return bad(fmt.Sprintf("%d fields, want path and label (e.g. %s/aircraft_carrier/%s_001_000018.jpg 0)", len(fields), domain, domain))
 		}
 		parts := strings.Split(fields[0], "/")
 		if len(parts) != 3 || !validPart(parts[1]) || !validPart(parts[2]) {
-			return nil, bad("the path must be domain/category/file")
+			return bad("the path must be domain/category/file")
 		}
 		if parts[0] != domain {
-			return nil, bad(fmt.Sprintf("the image is in domain %q, the list is %s's", parts[0], domain))
+			return bad(fmt.Sprintf("the image is in domain %q, the list is %s's", parts[0], domain))
 		}
 		label, err := strconv.Atoi(fields[1])
 		if err != nil || label < 0 || label > 1<<16 || fields[1] != strconv.Itoa(label) {
-			return nil, bad("the label must be a non-negative integer")
+			return bad("the label must be a non-negative integer")
 		}
 		if prev, dup := seen[fields[0]]; dup {
-			return nil, bad(fmt.Sprintf("image already listed at line %d", prev))
+			return bad(fmt.Sprintf("image already listed at line %d", prev))
 		}
-		seen[fields[0]] = n + 1
-		out = append(out, listLine{path: fields[0], category: parts[1], label: label, line: n + 1})
+		seen[fields[0]] = n
+		out = append(out, listLine{path: fields[0], category: parts[1], label: label, line: n})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("datasets: %s lists no images", file)
@@ -234,7 +227,6 @@ func loadDomainList(dir, name string, lines []listLine, side int, opts DomainNet
 	slices.Sort(labels)
 	h := sha256.New()
 	fmt.Fprintf(h, "mkbench domainnet v%d %s %d %d\n", imageCacheVersion, name, side, opts.MaxPerClass)
-	var num [8]byte
 	var classes []ImageClass
 	var files []drawingFile
 	for _, l := range labels {
@@ -247,10 +239,7 @@ func loadDomainList(dir, name string, lines []listLine, side int, opts DomainNet
 				return nil, fmt.Errorf("datasets: %s:%d: %w", filepath.Join(dir, name+".txt"), e.line, err)
 			}
 			fmt.Fprintf(h, "%s %d\n", e.path, l)
-			binary.LittleEndian.PutUint64(num[:], uint64(fi.Size()))
-			h.Write(num[:])
-			binary.LittleEndian.PutUint64(num[:], uint64(fi.ModTime().UnixNano()))
-			h.Write(num[:])
+			hashFileState(h, fi.Size(), fi.ModTime().UnixNano())
 			files = append(files, drawingFile{label: p, read: imageFileReader(p)})
 		}
 	}
@@ -324,20 +313,20 @@ type DomainEpisodes struct {
 	name             string
 	way, shot, query int
 	in               int
-	pairs            []domainPair
+	// pairs are the (support list, query list) combinations, with the
+	// categories each can draw as class indices in each list.
+	pairs []episodePool
 }
 
-// domainPair is one (support list, query list) combination and the
-// categories it can draw: class indices in each list.
-type domainPair struct {
-	support, query *ImageSet
-	classes        [][2]int32
-}
+// setClasses gives an ImageSet the counts the sampler asks for.
+type setClasses struct{ *ImageSet }
+
+func (s setClasses) ImagesIn(c int) int { return s.classes[c].Images }
 
 // Episodes returns the episode source of a split.
 func (d *DomainNet) Episodes(sp DomainSplit, way, shot, query int) (*DomainEpisodes, error) {
-	if way <= 0 || shot <= 0 || query <= 0 {
-		return nil, fmt.Errorf("datasets: %d-way %d-shot episodes with %d queries per class: all three must be positive", way, shot, query)
+	if err := checkShape(way, shot, query); err != nil {
+		return nil, err
 	}
 	if len(sp.Support) == 0 {
 		return nil, fmt.Errorf("datasets: DomainNet split %q names no support lists", sp.Name)
@@ -379,7 +368,10 @@ func (d *DomainNet) Episodes(sp DomainSplit, way, shot, query int) (*DomainEpiso
 			if err != nil {
 				return nil, err
 			}
-			p := domainPair{support: s, query: q}
+			p := episodePool{support: setClasses{s}}
+			if q != s {
+				p.query = setClasses{q}
+			}
 			for i, c := range s.classes {
 				if want != nil && !want[c.Name] {
 					continue
@@ -423,42 +415,8 @@ func (e *DomainEpisodes) Split() string { return e.name }
 // NQ = way·query, InDim, OutDim way), with b.T episodes.
 func (e *DomainEpisodes) Sample(rng *rand.Rand, b *task.Batch) {
 	checkBatch("DomainEpisodes", b, e.way, e.shot, e.query, e.in)
-	in := e.in
-	var order, images, other []int32
+	var s episodeScratch
 	for t := 0; t < b.T; t++ {
-		p := &e.pairs[rng.IntN(len(e.pairs))]
-		order = slices.Grow(order[:0], len(p.classes))[:len(p.classes)]
-		for i := range order {
-			order[i] = int32(i)
-		}
-		partialShuffle(rng, order, e.way)
-		xs := b.XS[t*b.NS*in:][:b.NS*in]
-		ys := b.YS[t*b.NS*b.OutDim:][:b.NS*b.OutDim]
-		xq := b.XQ[t*b.NQ*in:][:b.NQ*in]
-		yq := b.YQ[t*b.NQ*b.OutDim:][:b.NQ*b.OutDim]
-		clear(ys)
-		clear(yq)
-		for j, k := range order[:e.way] {
-			sc, qc := int(p.classes[k][0]), int(p.classes[k][1])
-			var sup, qry []int32
-			if p.support == p.query {
-				images = drawImages(rng, images, p.support.classes[sc].Images, e.shot+e.query)
-				sup, qry = images[:e.shot], images[e.shot:e.shot+e.query]
-			} else {
-				images = drawImages(rng, images, p.support.classes[sc].Images, e.shot)
-				other = drawImages(rng, other, p.query.classes[qc].Images, e.query)
-				sup, qry = images[:e.shot], other[:e.query]
-			}
-			for s, img := range sup {
-				row := j*e.shot + s
-				p.support.Image(sc, int(img), xs[row*in:])
-				ys[row*e.way+j] = 1
-			}
-			for q, img := range qry {
-				row := j*e.query + q
-				p.query.Image(qc, int(img), xq[row*in:])
-				yq[row*e.way+j] = 1
-			}
-		}
+		s.draw(rng, b, t, &e.pairs[rng.IntN(len(e.pairs))], e.way, e.shot, e.query)
 	}
 }

@@ -3,6 +3,7 @@ package datasets
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/mkbench/mkbench/engine/task"
 )
@@ -32,9 +33,10 @@ func NewEpisodes(set *ClassSet, way, shot, query int) (*Episodes, error) {
 	if set == nil {
 		return nil, fmt.Errorf("datasets: episodes need a class set")
 	}
+	if err := checkShape(way, shot, query); err != nil {
+		return nil, err
+	}
 	switch {
-	case way <= 0 || shot <= 0 || query <= 0:
-		return nil, fmt.Errorf("datasets: %d-way %d-shot episodes with %d queries per class: all three must be positive", way, shot, query)
 	case way > set.NumClasses():
 		return nil, fmt.Errorf("datasets: %d-way episodes need %d classes, split %q has %d", way, way, set.Name(), set.NumClasses())
 	case shot+query > set.ImagesPerClass():
@@ -55,10 +57,10 @@ func (e *Episodes) Set() *ClassSet { return e.set }
 // NQ = way·query, InDim 784, OutDim way), with b.T episodes.
 func (e *Episodes) Sample(rng *rand.Rand, b *task.Batch) {
 	checkBatch("Episodes", b, e.way, e.shot, e.query, OmniglotPixels)
-	drawEpisodes(rng, b, omniglotClasses{e.set}, e.way, e.shot, e.query)
+	drawEpisodes(rng, b, &episodePool{support: omniglotClasses{e.set}}, e.way, e.shot, e.query)
 }
 
-// omniglotClasses gives a ClassSet the counts the shared sampler asks for.
+// omniglotClasses gives a ClassSet the counts the sampler asks for.
 type omniglotClasses struct{ *ClassSet }
 
 func (omniglotClasses) ImagesIn(int) int { return OmniglotDrawings }
@@ -94,10 +96,10 @@ func NewClassEpisodes(src ClassSource, way, shot, query int) (*ClassEpisodes, er
 	if src == nil {
 		return nil, fmt.Errorf("datasets: episodes need a class set")
 	}
-	switch {
-	case way <= 0 || shot <= 0 || query <= 0:
-		return nil, fmt.Errorf("datasets: %d-way %d-shot episodes with %d queries per class: all three must be positive", way, shot, query)
-	case way > src.NumClasses():
+	if err := checkShape(way, shot, query); err != nil {
+		return nil, err
+	}
+	if way > src.NumClasses() {
 		return nil, fmt.Errorf("datasets: %d-way episodes need %d classes, %s split %q has %d", way, way, src.Family(), src.Name(), src.NumClasses())
 	}
 	for c := 0; c < src.NumClasses(); c++ {
@@ -121,7 +123,16 @@ func (e *ClassEpisodes) Source() ClassSource { return e.src }
 // NQ = way·query, InDim, OutDim way), with b.T episodes.
 func (e *ClassEpisodes) Sample(rng *rand.Rand, b *task.Batch) {
 	checkBatch("ClassEpisodes", b, e.way, e.shot, e.query, e.src.InDim())
-	drawEpisodes(rng, b, e.src, e.way, e.shot, e.query)
+	drawEpisodes(rng, b, &episodePool{support: e.src}, e.way, e.shot, e.query)
+}
+
+// checkShape is the check of way, shot and query every episode source
+// makes first.
+func checkShape(way, shot, query int) error {
+	if way <= 0 || shot <= 0 || query <= 0 {
+		return fmt.Errorf("datasets: %d-way %d-shot episodes with %d queries per class: all three must be positive", way, shot, query)
+	}
+	return nil
 }
 
 // checkBatch panics on a batch sized for another source: a programmer
@@ -133,48 +144,88 @@ func checkBatch(who string, b *task.Batch, way, shot, query, in int) {
 	}
 }
 
-// episodeClasses is what drawEpisodes reads.
+// episodeClasses is what the sampler reads of a class set.
 type episodeClasses interface {
 	NumClasses() int
 	ImagesIn(class int) int
 	Image(class, k int, dst []float64)
 }
 
-// drawEpisodes is the sampler behind Episodes and ClassEpisodes. Its rng
-// order is part of the contract (seeded runs must not change when the code
-// is refactored): per task, way class draws, then for each label in turn
-// shot+query image draws.
-func drawEpisodes(rng *rand.Rand, b *task.Batch, set episodeClasses, way, shot, query int) {
-	in := b.InDim
-	classes := make([]int32, set.NumClasses())
-	var images []int32
+// episodePool is what one task is drawn from: candidate classes, each with
+// its support images in one class set and its queries in another or the
+// same.
+type episodePool struct {
+	support episodeClasses
+	// query holds the queries; nil means support, and then a class's shots
+	// and queries are one draw without replacement.
+	query episodeClasses
+	// classes[i] is candidate i's class in support and in query; nil means
+	// candidate i is class i of support.
+	classes [][2]int32
+}
+
+// drawEpisodes is the sampler of Episodes and ClassEpisodes: b.T tasks from
+// one pool.
+func drawEpisodes(rng *rand.Rand, b *task.Batch, p *episodePool, way, shot, query int) {
+	var s episodeScratch
 	for t := 0; t < b.T; t++ {
-		// A partial Fisher–Yates shuffle gives an ordered sample: every
-		// sequence of way distinct classes is equally likely, so using the
-		// draw order as the labels is a uniformly random labelling.
-		// Resetting per task keeps each task independent of the last.
-		for i := range classes {
-			classes[i] = int32(i)
+		s.draw(rng, b, t, p, way, shot, query)
+	}
+}
+
+// episodeScratch is the sampler's working memory, reused across tasks.
+type episodeScratch struct{ order, images, other []int32 }
+
+// draw writes task t of b from p. Its rng order is part of the contract
+// (seeded runs must not change when the code is refactored): way candidate
+// draws, then for each label in turn shot+query image draws, or with a
+// separate query set shot support draws and then query query draws.
+func (s *episodeScratch) draw(rng *rand.Rand, b *task.Batch, t int, p *episodePool, way, shot, query int) {
+	in := b.InDim
+	n := len(p.classes)
+	if p.classes == nil {
+		n = p.support.NumClasses()
+	}
+	// A partial Fisher–Yates shuffle gives an ordered sample: every
+	// sequence of way distinct classes is equally likely, so using the
+	// draw order as the labels is a uniformly random labelling. Resetting
+	// per task keeps each task independent of the last.
+	s.order = slices.Grow(s.order[:0], n)[:n]
+	for i := range s.order {
+		s.order[i] = int32(i)
+	}
+	partialShuffle(rng, s.order, way)
+	xs := b.XS[t*b.NS*in:][:b.NS*in]
+	ys := b.YS[t*b.NS*b.OutDim:][:b.NS*b.OutDim]
+	xq := b.XQ[t*b.NQ*in:][:b.NQ*in]
+	yq := b.YQ[t*b.NQ*b.OutDim:][:b.NQ*b.OutDim]
+	clear(ys)
+	clear(yq)
+	for j, k := range s.order[:way] {
+		sc, qc := int(k), int(k)
+		if p.classes != nil {
+			sc, qc = int(p.classes[k][0]), int(p.classes[k][1])
 		}
-		partialShuffle(rng, classes, way)
-		xs := b.XS[t*b.NS*in:][:b.NS*in]
-		ys := b.YS[t*b.NS*b.OutDim:][:b.NS*b.OutDim]
-		xq := b.XQ[t*b.NQ*in:][:b.NQ*in]
-		yq := b.YQ[t*b.NQ*b.OutDim:][:b.NQ*b.OutDim]
-		clear(ys)
-		clear(yq)
-		for j, c := range classes[:way] {
-			images = drawImages(rng, images, set.ImagesIn(int(c)), shot+query)
-			for s, img := range images[:shot] {
-				row := j*shot + s
-				set.Image(int(c), int(img), xs[row*in:])
-				ys[row*way+j] = 1
-			}
-			for q, img := range images[shot : shot+query] {
-				row := j*query + q
-				set.Image(int(c), int(img), xq[row*in:])
-				yq[row*way+j] = 1
-			}
+		qset := p.query
+		var sup, qry []int32
+		if qset == nil {
+			qset = p.support
+			s.images = drawImages(rng, s.images, p.support.ImagesIn(sc), shot+query)
+			sup, qry = s.images[:shot], s.images[shot:shot+query]
+		} else {
+			s.images = drawImages(rng, s.images, p.support.ImagesIn(sc), shot)
+			s.other = drawImages(rng, s.other, qset.ImagesIn(qc), query)
+			sup, qry = s.images[:shot], s.other[:query]
+		}
+		for i, img := range sup {
+			row := j*shot + i
+			p.support.Image(sc, int(img), xs[row*in:])
+			ys[row*way+j] = 1
+		}
+		for i, img := range qry {
+			row := j*query + i
+			qset.Image(qc, int(img), xq[row*in:])
+			yq[row*way+j] = 1
 		}
 	}
 }

@@ -2,9 +2,6 @@ package datasets
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -33,13 +30,6 @@ type ImageOptions struct {
 	// instead of the embedded ones (miniImageNet: train.csv, val.csv,
 	// test.csv; CIFAR-FS: train.json, val.json, test.json).
 	SplitDir string
-}
-
-func (o ImageOptions) workers() int {
-	if o.Workers > 0 {
-		return o.Workers
-	}
-	return runtime.GOMAXPROCS(0)
 }
 
 // ImageClass is one class of an ImageSet.
@@ -130,12 +120,6 @@ func (s *ImageSet) NumClasses() int { return len(s.classes) }
 // Class returns class i, in the set's order (see each loader).
 func (s *ImageSet) Class(i int) ImageClass { return s.classes[i] }
 
-// ClassIndex returns the index of the class called name.
-func (s *ImageSet) ClassIndex(name string) (int, bool) {
-	i, ok := s.index[name]
-	return i, ok
-}
-
 // NumImages is the number of images of all classes.
 func (s *ImageSet) NumImages() int { return len(s.pix) / s.InDim() }
 
@@ -183,16 +167,6 @@ func (s *ImageSet) All(name string) *ImageClasses {
 		cl[i] = i
 	}
 	return &ImageClasses{name: name, set: s, classes: cl}
-}
-
-// ClassesNamed returns the classes called names as a split called name;
-// file names where the list came from in errors.
-func (s *ImageSet) ClassesNamed(name, file string, names []string) (*ImageClasses, error) {
-	cl, err := s.lookup(file, names)
-	if err != nil {
-		return nil, err
-	}
-	return &ImageClasses{name: name, set: s, classes: cl}, nil
 }
 
 func (s *ImageSet) lookup(file string, names []string) ([]int, error) {
@@ -259,23 +233,6 @@ func (c *ImageClasses) ImagesIn(i int) int     { return c.set.classes[c.classes[
 // Image writes image k of class i of the split into dst[:InDim()].
 func (c *ImageClasses) Image(i, k int, dst []float64) { c.set.Image(c.classes[i], k, dst) }
 
-// defaultDataDir is where mkbench looks for a data set called name when
-// the user names no folder, as DefaultOmniglotDir does for Omniglot:
-// $MKBENCH_DATA/name, else ./data/name if it exists, else
-// ../shared/data/name if that exists, else ./data/name.
-func defaultDataDir(name string) string {
-	if d := os.Getenv("MKBENCH_DATA"); d != "" {
-		return filepath.Join(d, name)
-	}
-	local := filepath.Join("data", name)
-	for _, d := range []string{local, filepath.Join("..", "shared", "data", name)} {
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			return d
-		}
-	}
-	return local
-}
-
 // imageJob is everything a loader hands loadImages: the classes, their
 // files in order, and the cache key that names the result.
 type imageJob struct {
@@ -291,29 +248,20 @@ type imageJob struct {
 // cache file exists, else decodes them (and writes the cache).
 func loadImages(job imageJob, opts ImageOptions, start time.Time) (*ImageSet, error) {
 	info := ImageLoadInfo{Sources: job.sources}
-	if !opts.NoCache {
-		cdir := opts.CacheDir
-		if cdir == "" {
-			var err error
-			if cdir, err = DefaultCacheDir(); err != nil {
-				info.CacheErr = err
-			}
-		}
-		if cdir != "" {
-			info.CacheFile = filepath.Join(cdir, imageCacheName(job.family, job.key))
-			if s, err := readImageCache(info.CacheFile, job); err == nil {
-				info.FromCache = true
-				info.Elapsed = time.Since(start)
-				s.info = info
-				return s, nil
-			}
+	info.CacheFile, info.CacheErr = cacheFile(opts.NoCache, opts.CacheDir, cacheName(job.family, job.key))
+	if info.CacheFile != "" {
+		if s, err := readImageCache(info.CacheFile, job); err == nil {
+			info.FromCache = true
+			info.Elapsed = time.Since(start)
+			s.info = info
+			return s, nil
 		}
 	}
 	s, err := newImageSet(job.family, job.title, job.side, job.side, job.classes, job.key, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := decodeImageFiles(job.files, s.pix, job.side, job.side, opts.workers()); err != nil {
+	if err := decodeImageFiles(job.files, s.pix, job.side, job.side, decodeWorkers(opts.Workers)); err != nil {
 		return nil, err
 	}
 	if info.CacheFile != "" {

@@ -1,43 +1,31 @@
 package datasets
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 )
 
-// The image-set cache file, little-endian, in the pattern of Omniglot's:
+// The image-set cache file, in the frame of cache.go:
 //
 //	magic "MKBIMAGE", version u32, key [32]byte,
 //	height u32, width u32, channels u32, classes u32,
 //	per class: name (u16 length + bytes), images u32,
 //	pixels: images·height·width·channels bytes, HWC,
-//	sha256 of everything before it [32]byte.
+//	sha256 [32]byte.
 //
-// The trailing checksum makes a truncated or bit-flipped file fail as a
-// whole; the key (which the loader derives from the sources, the decoding
-// version and the output size) makes a file of other sources fail.
+// The key is derived from the sources, the decoding version and the output
+// size.
 const (
 	imageCacheMagic = "MKBIMAGE"
 	// imageCacheVersion changes whenever the format or the decoding
 	// (colour conversion, filter, rounding) changes, so old files are
 	// ignored. Loaders put it into their keys too.
 	imageCacheVersion = 1
-	imageCacheHead    = len(imageCacheMagic) + 4 + 32 + 16
+	imageCacheHead    = cacheHead + 16
 )
 
 var errBadImageCache = errors.New("datasets: image cache file is damaged")
-
-// imageCacheName keeps one file per data set and source state.
-func imageCacheName(family string, key [32]byte) string {
-	return family + "-" + hex.EncodeToString(key[:8]) + ".bin"
-}
 
 // readImageCache returns the cached set for job if the file is intact and
 // matches job's key and output size. The class list comes from the file,
@@ -67,51 +55,43 @@ func readImageCache(path string, job imageJob) (*ImageSet, error) {
 // decodeImageCache parses a cache file's bytes; every failure is
 // errBadImageCache because the caller's only remedy is to rebuild.
 func decodeImageCache(data []byte, key [32]byte) (*ImageSet, error) {
-	if len(data) < imageCacheHead+sha256.Size {
+	rest, ok := openCache(data, imageCacheMagic, imageCacheVersion, key, imageCacheHead-cacheHead)
+	if !ok {
 		return nil, errBadImageCache
 	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, errBadImageCache
-	}
-	le := binary.LittleEndian
-	if string(body[:8]) != imageCacheMagic || le.Uint32(body[8:]) != imageCacheVersion || !bytes.Equal(body[12:44], key[:]) {
-		return nil, errBadImageCache
-	}
-	h, w, ch, n := uint64(le.Uint32(body[44:])), uint64(le.Uint32(body[48:])), le.Uint32(body[52:]), uint64(le.Uint32(body[56:]))
-	rest := body[imageCacheHead:]
+	r := cacheReader{rest}
+	h32, _ := r.u32()
+	w32, _ := r.u32()
+	ch, _ := r.u32()
+	n32, _ := r.u32()
+	h, w, n := uint64(h32), uint64(w32), uint64(n32)
 	// Every class takes at least 7 bytes of names and counts plus one
 	// image; checking this first bounds the allocations below by the
 	// file's size.
-	if ch != ImageChannels || h == 0 || w == 0 || h > 1<<14 || w > 1<<14 || n == 0 || n*(7+h*w*3) > uint64(len(rest)) {
+	if ch != ImageChannels || h == 0 || w == 0 || h > 1<<14 || w > 1<<14 || n == 0 || n*(7+h*w*3) > uint64(len(r.rest)) {
 		return nil, errBadImageCache
 	}
 	classes := make([]ImageClass, n)
 	var total uint64
 	for i := range classes {
-		if len(rest) < 2 {
+		name, ok1 := r.str()
+		k, ok2 := r.u32()
+		if !ok1 || !ok2 {
 			return nil, errBadImageCache
 		}
-		l := int(le.Uint16(rest))
-		if l == 0 || len(rest) < 2+l+4 {
-			return nil, errBadImageCache
-		}
-		classes[i].Name = string(rest[2 : 2+l])
-		k := uint64(le.Uint32(rest[2+l:]))
-		classes[i].Images = int(k)
-		rest = rest[2+l+4:]
+		classes[i] = ImageClass{Name: name, Images: int(k)}
 		// k·h·w·3 < 2^62, and the running total stays below the file's
 		// size, so nothing here overflows.
-		if total += k * h * w * 3; total > uint64(len(rest)) {
+		if total += uint64(k) * h * w * 3; total > uint64(len(r.rest)) {
 			return nil, errBadImageCache
 		}
 	}
-	if total != uint64(len(rest)) {
+	if total != uint64(len(r.rest)) {
 		return nil, errBadImageCache
 	}
 	// The pixels stay in the file's buffer: copying them would double the
 	// memory a cached load needs.
-	s, err := newImageSet("", "cache", int(h), int(w), classes, key, rest)
+	s, err := newImageSet("", "cache", int(h), int(w), classes, key, r.rest)
 	if err != nil {
 		return nil, errBadImageCache
 	}
@@ -120,39 +100,21 @@ func decodeImageCache(data []byte, key [32]byte) (*ImageSet, error) {
 
 // writeImageCache writes s's cache file atomically.
 func writeImageCache(path string, s *ImageSet) error {
-	return writeCacheFile(path, s.family+"-*.tmp", func(w io.Writer) error { return encodeImageCache(w, s) })
+	return writeCacheFile(path, func(w io.Writer) error { return encodeImageCache(w, s) })
 }
 
 func encodeImageCache(w io.Writer, s *ImageSet) error {
-	h := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<16)
-	le := binary.LittleEndian
-	var u [4]byte
-	put32 := func(v uint32) {
-		le.PutUint32(u[:], v)
-		bw.Write(u[:])
-	}
-	bw.WriteString(imageCacheMagic)
-	put32(imageCacheVersion)
-	bw.Write(s.key[:])
-	put32(uint32(s.h))
-	put32(uint32(s.w))
-	put32(ImageChannels)
-	put32(uint32(len(s.classes)))
-	for _, c := range s.classes {
-		if len(c.Name) == 0 || len(c.Name) > 0xffff {
-			return fmt.Errorf("class name %q cannot be stored", c.Name)
+	c := newCacheWriter(w, imageCacheMagic, imageCacheVersion, s.key)
+	c.u32(uint32(s.h))
+	c.u32(uint32(s.w))
+	c.u32(ImageChannels)
+	c.u32(uint32(len(s.classes)))
+	for _, cl := range s.classes {
+		if err := c.str(cl.Name, "class"); err != nil {
+			return err
 		}
-		le.PutUint16(u[:], uint16(len(c.Name)))
-		bw.Write(u[:2])
-		bw.WriteString(c.Name)
-		put32(uint32(c.Images))
+		c.u32(uint32(cl.Images))
 	}
-	bw.Write(s.pix)
-	// bufio keeps the first write error and returns it from Flush.
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	_, err := w.Write(h.Sum(nil))
-	return err
+	c.bytes(s.pix)
+	return c.finish()
 }

@@ -206,7 +206,7 @@ func TestImageCache(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(cache)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
+		if strings.Contains(e.Name(), ".tmp") {
 			t.Fatalf("temporary file %s left behind", e.Name())
 		}
 	}
@@ -314,17 +314,14 @@ func sampleClassEpisodes(e task.Source, tasks int, seed uint64) *task.Batch {
 	return &b
 }
 
-// rgbAreaFilter equals Omniglot's filter wherever that one applies, and
-// its weights sum to one everywhere.
-func TestRGBAreaFilterMatchesOmniglots(t *testing.T) {
+// The area filter's weights sum to one and its windows stay inside the
+// source for every size, tiny ones (whose padded width is capped) included.
+func TestAreaFilterWeights(t *testing.T) {
 	for n := 1; n <= 40; n++ {
 		for m := 1; m <= 40; m++ {
-			f := rgbAreaFilter(n, m)
-			if (n+m-1)/m+1 <= n {
-				g := newAreaFilter(n, m)
-				if f.width != g.width || !equalFloats(f.w, g.w) || !slicesEqual(f.start, g.start) {
-					t.Fatalf("%d → %d differs from newAreaFilter", n, m)
-				}
+			f := newAreaFilter(n, m)
+			if w := (n+m-1)/m + 1; w <= n && f.width != w {
+				t.Fatalf("%d → %d: width %d, want %d", n, m, f.width, w)
 			}
 			for o := 0; o < m; o++ {
 				var s float64
@@ -337,16 +334,4 @@ func TestRGBAreaFilterMatchesOmniglots(t *testing.T) {
 			}
 		}
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

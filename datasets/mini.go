@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -34,10 +33,7 @@ var raviSplits embed.FS
 
 // MiniImageNetSplitLicense is the license of the embedded split lists, for
 // a program's notices.
-func MiniImageNetSplitLicense() string {
-	b, _ := raviSplits.ReadFile("splits/ravi/LICENSE")
-	return string(b)
-}
+func MiniImageNetSplitLicense() string { return embeddedText(raviSplits, "splits/ravi/LICENSE") }
 
 // DefaultMiniImageNetDir is where mkbench looks for miniImageNet when the
 // user names no folder: $MKBENCH_DATA/miniimagenet, else
@@ -125,7 +121,6 @@ func LoadMiniImageNet(dir string, opts ImageOptions) (*ImageSet, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "mkbench miniimagenet v%d %d\n", imageCacheVersion, side)
 	h.Write(lists.sum[:])
-	var num [8]byte
 	files := make([]drawingFile, 0, listed)
 	var missing []string
 	for c, entries := range byClass {
@@ -139,10 +134,7 @@ func LoadMiniImageNet(dir string, opts ImageOptions) (*ImageSet, error) {
 				continue
 			}
 			h.Write([]byte(e.row.name))
-			binary.LittleEndian.PutUint64(num[:], uint64(f.size))
-			h.Write(num[:])
-			binary.LittleEndian.PutUint64(num[:], uint64(f.mtime))
-			h.Write(num[:])
+			hashFileState(h, f.size, f.mtime)
 			files = append(files, drawingFile{label: f.path, read: imageFileReader(f.path)})
 		}
 	}
@@ -231,34 +223,29 @@ func parseMiniCSV(file string, data []byte) ([]csvRow, error) {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	var out []csvRow
 	header := false
-	for n, raw := range bytes.Split(data, []byte("\n")) {
-		line := strings.TrimSpace(string(raw))
-		if line == "" {
-			continue
-		}
-		bad := func(why string) error {
-			if len(line) > 80 {
-				line = line[:80] + "…"
-			}
-			return fmt.Errorf("datasets: %s:%d: malformed split line %q: %s", file, n+1, line, why)
-		}
+	err := forEachLine(data, func(n int, line string) error {
+		bad := func(why string) error { return malformedLine(file, n, "split", line, 80, why) }
 		if !header {
 			if line != "filename,label" {
-				return nil, bad(`the first line must be the header "filename,label"`)
+				return bad(`the first line must be the header "filename,label"`)
 			}
 			header = true
-			continue
+			return nil
 		}
 		name, label, ok := strings.Cut(line, ",")
 		switch {
 		case !ok || strings.Contains(label, ","):
-			return nil, bad("want two fields, file,label (e.g. n0153282900000005.jpg,n01532829)")
+			return bad("want two fields, file,label (e.g. n0153282900000005.jpg,n01532829)")
 		case !validPart(name) || strings.ContainsAny(name, "/ \t\r"):
-			return nil, bad("the file must be a plain file name")
+			return bad("the file must be a plain file name")
 		case !validPart(label) || strings.ContainsAny(label, "/ \t\r"):
-			return nil, bad("the label must be a class name without spaces or slashes")
+			return bad("the label must be a class name without spaces or slashes")
 		}
-		out = append(out, csvRow{name: name, label: label, line: n + 1})
+		out = append(out, csvRow{name: name, label: label, line: n})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("datasets: %s lists no images", file)
@@ -277,26 +264,14 @@ type foundFile struct {
 // meant. Operating-system litter (dot files, __MACOSX) is skipped.
 func findImageFiles(dir string, want map[string]string) (map[string]foundFile, error) {
 	found := make(map[string]foundFile, len(want))
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && ignoredEntry(d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
+	err := walkFiles(dir, func(p string, d fs.DirEntry) error {
 		if _, ok := want[d.Name()]; !ok {
 			return nil
 		}
 		if prev, dup := found[d.Name()]; dup {
 			return fmt.Errorf("%s and %s have the same name; remove one", prev.path, p)
 		}
-		fi, err := os.Stat(p) // follows links, unlike d.Info
+		fi, err := os.Stat(p) // follows links, unlike the DirEntry
 		if err != nil {
 			return err
 		}

@@ -4,10 +4,12 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -262,4 +264,35 @@ func TestNpzTotalBound(t *testing.T) {
 	if _, _, err := readNpz(zr, 1100); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// npyBytes encodes an array as a version 1.0 .npy file, as numpy.save
+// does (header padded with spaces to a multiple of 64 bytes, ending in a
+// newline). The tests write their fixtures with it.
+func npyBytes(a *npArray) []byte {
+	shape := make([]string, len(a.shape))
+	for i, d := range a.shape {
+		shape[i] = strconv.Itoa(d)
+	}
+	st := strings.Join(shape, ", ")
+	if len(shape) == 1 {
+		st += ","
+	}
+	fo := "False"
+	if a.fortran {
+		fo = "True"
+	}
+	h := fmt.Sprintf("{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }", a.dtype(), fo, st)
+	pad := 64 - (10+len(h)+1)%64
+	if pad == 64 {
+		pad = 0
+	}
+	h += strings.Repeat(" ", pad) + "\n"
+	var buf bytes.Buffer
+	buf.WriteString(npyMagic)
+	buf.Write([]byte{1, 0})
+	binary.Write(&buf, binary.LittleEndian, uint16(len(h)))
+	buf.WriteString(h)
+	buf.Write(a.data)
+	return buf.Bytes()
 }

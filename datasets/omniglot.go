@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"time"
 )
 
@@ -120,33 +118,7 @@ var inkLevels = func() (t [256]float64) {
 // if that exists (the developers' checkout layout); otherwise
 // ./data/omniglot, so that the "not found" error names the conventional
 // place. Relative paths are relative to the working directory.
-func DefaultOmniglotDir() string {
-	if d := os.Getenv("MKBENCH_DATA"); d != "" {
-		return filepath.Join(d, "omniglot")
-	}
-	local := filepath.Join("data", "omniglot")
-	for _, d := range []string{local, filepath.Join("..", "shared", "data", "omniglot")} {
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-			return d
-		}
-	}
-	return local
-}
-
-// DefaultCacheDir is where decoded data sets are cached: $MKBENCH_CACHE when
-// set, else the mkbench folder in the user's cache directory
-// (os.UserCacheDir: $XDG_CACHE_HOME or ~/.cache on Linux, ~/Library/Caches
-// on macOS, %LocalAppData% on Windows).
-func DefaultCacheDir() (string, error) {
-	if d := os.Getenv("MKBENCH_CACHE"); d != "" {
-		return d, nil
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("datasets: no cache folder (set MKBENCH_CACHE): %w", err)
-	}
-	return filepath.Join(d, "mkbench"), nil
-}
+func DefaultOmniglotDir() string { return defaultDataDir("omniglot") }
 
 // LoadOmniglot reads both halves of Omniglot from dir, which holds
 // images_background.zip and images_evaluation.zip as distributed, or the
@@ -183,22 +155,13 @@ func LoadOmniglot(dir string, opts OmniglotOptions) (*Omniglot, error) {
 	key := omniglotCacheKey(srcs)
 	info := OmniglotLoadInfo{Sources: [2]string{srcs[0].path, srcs[1].path}}
 
-	if !opts.NoCache {
-		cdir := opts.CacheDir
-		if cdir == "" {
-			var err error
-			if cdir, err = DefaultCacheDir(); err != nil {
-				info.CacheErr = err
-			}
-		}
-		if cdir != "" {
-			info.CacheFile = filepath.Join(cdir, omniglotCacheName(key))
-			if o, err := readOmniglotCache(info.CacheFile, key); err == nil {
-				info.FromCache = true
-				info.Elapsed = time.Since(start)
-				o.info = info
-				return o, nil
-			}
+	info.CacheFile, info.CacheErr = cacheFile(opts.NoCache, opts.CacheDir, cacheName("omniglot", key))
+	if info.CacheFile != "" {
+		if o, err := readOmniglotCache(info.CacheFile, key); err == nil {
+			info.FromCache = true
+			info.Elapsed = time.Since(start)
+			o.info = info
+			return o, nil
 		}
 	}
 
@@ -216,11 +179,7 @@ func LoadOmniglot(dir string, opts OmniglotOptions) (*Omniglot, error) {
 	if err != nil {
 		return nil, err
 	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	if err := decodeDrawings(files, o.pix, workers); err != nil {
+	if err := decodeDrawings(files, o.pix, decodeWorkers(opts.Workers)); err != nil {
 		return nil, err
 	}
 	if info.CacheFile != "" {

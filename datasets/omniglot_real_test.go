@@ -168,7 +168,7 @@ func TestOmniglotRealCacheRoundTrip(t *testing.T) {
 	o := realOmniglot(t)
 	dir := t.TempDir()
 	start := time.Now()
-	if err := writeOmniglotCache(filepath.Join(dir, omniglotCacheName(o.key)), o); err != nil {
+	if err := writeOmniglotCache(filepath.Join(dir, cacheName("omniglot", o.key)), o); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cache written in %v", time.Since(start).Round(time.Millisecond))

@@ -3,8 +3,6 @@ package datasets
 import (
 	"archive/zip"
 	"crypto/sha256"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,8 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 )
 
 // maxDrawingBytes bounds what one PNG entry may occupy once inflated. The
@@ -35,12 +31,6 @@ type omniglotSource struct {
 }
 
 type folderDrawing struct{ rel, abs string }
-
-// drawingFile is one PNG to decode; label names it in errors (see where).
-type drawingFile struct {
-	label string
-	read  func() ([]byte, error)
-}
 
 func openOmniglotSource(dir, set string) (*omniglotSource, error) {
 	zipPath := filepath.Join(dir, set+".zip")
@@ -98,26 +88,13 @@ func (s *omniglotSource) openZip() error {
 // what the cache saves.
 func (s *omniglotSource) walkFolder() error {
 	h := sha256.New()
-	var num [8]byte
-	err := filepath.WalkDir(s.path, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != s.path && ignoredEntry(d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
+	err := walkFiles(s.path, func(p string, _ fs.DirEntry) error {
 		rel, err := filepath.Rel(s.path, p)
 		if err != nil {
 			return err
 		}
 		rel = s.set + "/" + filepath.ToSlash(rel)
-		fi, err := os.Stat(p) // follows links, unlike d.Info
+		fi, err := os.Stat(p) // follows links, unlike the DirEntry
 		if err != nil {
 			return err
 		}
@@ -126,10 +103,7 @@ func (s *omniglotSource) walkFolder() error {
 			return fmt.Errorf("%s is not a regular file", p)
 		}
 		h.Write([]byte(rel))
-		binary.LittleEndian.PutUint64(num[:], uint64(fi.Size()))
-		h.Write(num[:])
-		binary.LittleEndian.PutUint64(num[:], uint64(fi.ModTime().UnixNano()))
-		h.Write(num[:])
+		hashFileState(h, fi.Size(), fi.ModTime().UnixNano())
 		s.walked = append(s.walked, folderDrawing{rel: rel, abs: p})
 		return nil
 	})
@@ -138,13 +112,6 @@ func (s *omniglotSource) walkFolder() error {
 	}
 	h.Sum(s.fp[:0])
 	return nil
-}
-
-// ignoredEntry says whether a file or folder is operating-system litter that
-// archivers and file managers add (macOS resource forks, .DS_Store,
-// Thumbs.db) rather than part of the data set.
-func ignoredEntry(base string) bool {
-	return strings.HasPrefix(base, ".") || base == "__MACOSX" || base == "Thumbs.db"
 }
 
 // list returns the half's characters sorted by alphabet and character name,
@@ -186,16 +153,6 @@ func (s *omniglotSource) where(name string) string {
 		return fmt.Sprintf("%s: entry %q", s.path, name)
 	}
 	return filepath.Join(filepath.Dir(s.path), filepath.FromSlash(name))
-}
-
-// zipLitter is ignoredEntry for any component of a zip entry's path.
-func zipLitter(name string) bool {
-	for _, part := range strings.Split(name, "/") {
-		if ignoredEntry(part) {
-			return true
-		}
-	}
-	return false
 }
 
 // groupDrawings checks the layout <set>/<alphabet>/<character>/<drawing>.png
@@ -245,8 +202,6 @@ func (s *omniglotSource) groupDrawings(background bool, names []string, reads ma
 	return chars, files, nil
 }
 
-func validPart(p string) bool { return p != "" && p != "." && p != ".." && !strings.Contains(p, "\\") }
-
 func zipEntryReader(where string, f *zip.File) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		if f.UncompressedSize64 > maxDrawingBytes {
@@ -280,60 +235,10 @@ func folderFileReader(p string) func() ([]byte, error) {
 	}
 }
 
-var errTooLarge = errors.New("larger than any Omniglot drawing")
-
-// readAtMost reads r to the end unless it holds more than limit bytes: a
-// zip entry's declared size can lie, so the bound is enforced on the bytes.
-func readAtMost(r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, errTooLarge
-	}
-	return data, nil
-}
-
-// decodeDrawings decodes files[i] into pix[i·784:] on workers goroutines.
-// Results land by index, so the order never depends on scheduling, and the
-// error returned is the one of the first failing file in list order:
-// indices are handed out in increasing order, so every file before a
-// failure has been decoded when the workers stop.
+// decodeDrawings decodes files[i] into pix[i·784:] on workers goroutines
+// (see decodeFiles).
 func decodeDrawings(files []drawingFile, pix []uint8, workers int) error {
-	if workers > len(files) {
-		workers = len(files)
-	}
-	errs := make([]error, len(files))
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var scratch drawingScratch
-			for !failed.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= len(files) {
-					return
-				}
-				data, err := files[i].read()
-				if err == nil {
-					err = decodeDrawing(files[i].label, data, pix[i*OmniglotPixels:(i+1)*OmniglotPixels], &scratch)
-				}
-				if err != nil {
-					errs[i] = err
-					failed.Store(true)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return decodeFiles(files, workers, func(i int, data []byte, s *drawingScratch) error {
+		return decodeDrawing(files[i].label, data, pix[i*OmniglotPixels:(i+1)*OmniglotPixels], s)
+	})
 }

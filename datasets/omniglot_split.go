@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"bytes"
 	"embed"
 	"fmt"
 	"io"
@@ -17,10 +16,7 @@ var vinyalsSplits embed.FS
 
 // VinyalsSplitLicense is the license of the embedded split lists, for a
 // program's notices.
-func VinyalsSplitLicense() string {
-	b, _ := vinyalsSplits.ReadFile("splits/vinyals/LICENSE")
-	return string(b)
-}
+func VinyalsSplitLicense() string { return embeddedText(vinyalsSplits, "splits/vinyals/LICENSE") }
 
 // OmniglotSplitNames lists the splits Split accepts. trainval is train
 // followed by val, for a final model trained on both.
@@ -148,23 +144,16 @@ type splitLine struct {
 // naming the file and line.
 func parseSplit(file string, data []byte) ([]splitLine, error) {
 	var out []splitLine
-	for n, raw := range bytes.Split(data, []byte("\n")) {
-		line := strings.TrimSpace(string(raw))
-		if line == "" {
-			continue
-		}
+	err := forEachLine(data, func(n int, line string) error {
 		parts := strings.Split(line, "/")
 		bad := func(why string) error {
-			if len(line) > 80 {
-				line = line[:80] + "…"
-			}
-			return fmt.Errorf("datasets: %s:%d: malformed split line %q: %s (want alphabet/character/rotDDD, e.g. Angelic/character01/rot090)", file, n+1, line, why)
+			return malformedLine(file, n, "split", line, 80, why+" (want alphabet/character/rotDDD, e.g. Angelic/character01/rot090)")
 		}
 		if len(parts) != 3 {
-			return nil, bad(fmt.Sprintf("%d fields", len(parts)))
+			return bad(fmt.Sprintf("%d fields", len(parts)))
 		}
 		if !validPart(parts[0]) || !validPart(parts[1]) || strings.ContainsAny(parts[0]+parts[1], " \t\r") {
-			return nil, bad("empty or invalid alphabet or character")
+			return bad("empty or invalid alphabet or character")
 		}
 		var rot int
 		switch parts[2] {
@@ -177,9 +166,13 @@ func parseSplit(file string, data []byte) ([]splitLine, error) {
 		case "rot270":
 			rot = 270
 		default:
-			return nil, bad("rotation must be rot000, rot090, rot180 or rot270")
+			return bad("rotation must be rot000, rot090, rot180 or rot270")
 		}
-		out = append(out, splitLine{splitEntry{parts[0] + "/" + parts[1], rot}, n + 1})
+		out = append(out, splitLine{splitEntry{parts[0] + "/" + parts[1], rot}, n})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -268,7 +268,7 @@ func TestOmniglotCache(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(cache)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
+		if strings.Contains(e.Name(), ".tmp") {
 			t.Fatalf("temporary file %s left behind", e.Name())
 		}
 	}
