@@ -3,17 +3,78 @@ package ops
 import (
 	"fmt"
 	"math"
-
-	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"slices"
 )
 
 // The reference side of the flow's tests: an independent float64
 // evaluation that needs neither the kernels nor BLAS.
 
-// flowGemm computes C = A·B + beta·C (A, B optionally transposed) in
-// float64, for the finite-difference instantiation of the flow.
-func flowGemm(tA, tB bool, m, n, k int, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	dgemm.Gemm(tA, tB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
+// flowRef evaluates the flow sample by sample straight from the equations in
+// the FlowSpec doc, returning the output and, per task, the K+1 steps.
+func flowRef(spec FlowSpec, T, D int, omega0, cond, theta []float64) ([]float64, [][][]float64) {
+	d, c, H := spec.Dim, spec.Cond, spec.Hidden
+	out := make([]float64, T*D*(d+1))
+	steps := make([][][]float64, T)
+	net := func(hf flowHalf, in, h []float64) (s, t []float64) {
+		m := hf.m
+		o := make([]float64, 2*m)
+		for v := range o {
+			o[v] = theta[hf.b2+v]
+		}
+		for u := 0; u < H; u++ {
+			pre := theta[hf.b1+u]
+			for i, x := range in {
+				pre += x * theta[hf.w1+i*H+u]
+			}
+			for q, x := range h {
+				pre += x * theta[hf.wc+q*H+u]
+			}
+			if pre <= 0 {
+				continue
+			}
+			for v := range o {
+				o[v] += pre * theta[hf.w2+u*2*m+v]
+			}
+		}
+		s = make([]float64, m)
+		for j := range s {
+			s[j] = math.Tanh(o[j])
+		}
+		return s, o[m:]
+	}
+	layers := spec.layout()
+	for t := 0; t < T; t++ {
+		h := cond[t*c : (t+1)*c]
+		steps[t] = make([][]float64, len(layers)+1)
+		for k := range steps[t] {
+			steps[t][k] = make([]float64, D*d)
+		}
+		for r := 0; r < D; r++ {
+			x := slices.Clone(omega0[(t*D+r)*d : (t*D+r+1)*d])
+			copy(steps[t][0][r*d:], x)
+			ld := 0.0
+			for k, L := range layers {
+				couple := func(hf flowHalf, tgt, src []int) {
+					in := make([]float64, len(src))
+					for j, i := range src {
+						in[j] = x[i]
+					}
+					s, sh := net(hf, in, h)
+					for j, i := range tgt {
+						x[i] = x[i]*math.Exp(s[j]) + sh[j]
+						ld += s[j]
+					}
+				}
+				couple(L.h[0], L.a, L.b)
+				couple(L.h[1], L.b, L.a)
+				copy(steps[t][k+1][r*d:], x)
+			}
+			o := out[(t*D+r)*(d+1):]
+			copy(o, x)
+			o[d] = ld
+		}
+	}
+	return out, steps
 }
 
 // flowInverse inverts the flow: given omegaK (T×D×Dim, the first Dim columns

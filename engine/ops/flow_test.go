@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/mat"
-	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // flowProblem is a flow evaluation with fixed random inputs.
@@ -86,74 +85,6 @@ func flowPrecName(f64 bool) string {
 		return "float64"
 	}
 	return "float32"
-}
-
-// flowRef evaluates the flow sample by sample straight from the equations in
-// the FlowSpec doc, returning the output and, per task, the K+1 steps.
-func flowRef(spec FlowSpec, T, D int, omega0, cond, theta []float64) ([]float64, [][][]float64) {
-	d, c, H := spec.Dim, spec.Cond, spec.Hidden
-	out := make([]float64, T*D*(d+1))
-	steps := make([][][]float64, T)
-	net := func(hf flowHalf, in, h []float64) (s, t []float64) {
-		m := hf.m
-		o := make([]float64, 2*m)
-		for v := range o {
-			o[v] = theta[hf.b2+v]
-		}
-		for u := 0; u < H; u++ {
-			pre := theta[hf.b1+u]
-			for i, x := range in {
-				pre += x * theta[hf.w1+i*H+u]
-			}
-			for q, x := range h {
-				pre += x * theta[hf.wc+q*H+u]
-			}
-			if pre <= 0 {
-				continue
-			}
-			for v := range o {
-				o[v] += pre * theta[hf.w2+u*2*m+v]
-			}
-		}
-		s = make([]float64, m)
-		for j := range s {
-			s[j] = math.Tanh(o[j])
-		}
-		return s, o[m:]
-	}
-	layers := spec.layout()
-	for t := 0; t < T; t++ {
-		h := cond[t*c : (t+1)*c]
-		steps[t] = make([][]float64, len(layers)+1)
-		for k := range steps[t] {
-			steps[t][k] = make([]float64, D*d)
-		}
-		for r := 0; r < D; r++ {
-			x := slices.Clone(omega0[(t*D+r)*d : (t*D+r+1)*d])
-			copy(steps[t][0][r*d:], x)
-			ld := 0.0
-			for k, L := range layers {
-				couple := func(hf flowHalf, tgt, src []int) {
-					in := make([]float64, len(src))
-					for j, i := range src {
-						in[j] = x[i]
-					}
-					s, sh := net(hf, in, h)
-					for j, i := range tgt {
-						x[i] = x[i]*math.Exp(s[j]) + sh[j]
-						ld += s[j]
-					}
-				}
-				couple(L.h[0], L.a, L.b)
-				couple(L.h[1], L.b, L.a)
-				copy(steps[t][k+1][r*d:], x)
-			}
-			o := out[(t*D+r)*(d+1):]
-			copy(o, x)
-			o[d] = ld
-		}
-	}
-	return out, steps
 }
 
 func flowMaxAbsDiff(a, b []float64) float64 {
@@ -497,196 +428,6 @@ func TestFlowNearIdentityAtInit(t *testing.T) {
 	}
 }
 
-// flowGraph builds loss = Σ CouplingFlow(nil, ω0, h, θ) ⊙ R in a fresh graph.
-type flowGraph struct {
-	g                          *gorgonia.ExprGraph
-	omega0, cond, theta, out   *gorgonia.Node
-	loss                       *gorgonia.Node
-	op                         *FlowOp
-	tOmega0, tCond, tTheta, tR *tensor.Dense
-}
-
-func newFlowGraph(t testing.TB, p *flowProblem) *flowGraph {
-	t.Helper()
-	s := p.spec
-	fg := &flowGraph{g: gorgonia.NewGraph()}
-	fg.tOmega0 = tensor.New(tensor.WithShape(p.T, p.D, s.Dim), tensor.WithBacking(slices.Clone(p.omega0)))
-	fg.tCond = tensor.New(tensor.WithShape(p.T, s.Cond), tensor.WithBacking(slices.Clone(p.cond)))
-	fg.tTheta = tensor.New(tensor.WithShape(s.NumParams()), tensor.WithBacking(slices.Clone(p.theta)))
-	fg.tR = tensor.New(tensor.WithShape(p.T, p.D, s.Dim+1), tensor.WithBacking(slices.Clone(p.r)))
-	fg.omega0 = gorgonia.NewTensor(fg.g, gorgonia.Float64, 3, gorgonia.WithShape(p.T, p.D, s.Dim), gorgonia.WithName("omega0"), gorgonia.WithValue(fg.tOmega0))
-	fg.cond = gorgonia.NewMatrix(fg.g, gorgonia.Float64, gorgonia.WithShape(p.T, s.Cond), gorgonia.WithName("cond"), gorgonia.WithValue(fg.tCond))
-	fg.theta = gorgonia.NewVector(fg.g, gorgonia.Float64, gorgonia.WithShape(s.NumParams()), gorgonia.WithName("theta"), gorgonia.WithValue(fg.tTheta))
-	r := gorgonia.NewTensor(fg.g, gorgonia.Float64, 3, gorgonia.WithShape(p.T, p.D, s.Dim+1), gorgonia.WithName("R"), gorgonia.WithValue(fg.tR))
-	var err error
-	if fg.out, fg.op, err = CouplingFlow(nil, fg.omega0, fg.cond, fg.theta, s); err != nil {
-		t.Fatal(err)
-	}
-	prod, err := gorgonia.HadamardProd(fg.out, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fg.loss, err = gorgonia.Sum(prod); err != nil {
-		t.Fatal(err)
-	}
-	if _, err = gorgonia.Grad(fg.loss, fg.omega0, fg.cond, fg.theta); err != nil {
-		t.Fatal(err)
-	}
-	return fg
-}
-
-func (fg *flowGraph) machine() gorgonia.VM {
-	return gorgonia.NewTapeMachine(fg.g, gorgonia.BindDualValues(fg.omega0, fg.cond, fg.theta))
-}
-
-func (fg *flowGraph) grads(t testing.TB) [3][]float64 {
-	t.Helper()
-	var gs [3][]float64
-	for i, n := range []*gorgonia.Node{fg.omega0, fg.cond, fg.theta} {
-		g, err := n.Grad()
-		if err != nil {
-			t.Fatal(err)
-		}
-		gs[i] = slices.Clone(g.Data().([]float64))
-	}
-	return gs
-}
-
-func TestFlowGraphGradFD(t *testing.T) {
-	for _, c := range flowSmallSpecs[:2] {
-		t.Run(c.name, func(t *testing.T) {
-			p := newFlowProblem(c.spec, c.T, c.D, 0.5, 6)
-			fg := newFlowGraph(t, p)
-			fg.op.kern.f64 = true // finite differences
-			vm := fg.machine()
-			defer vm.Close()
-			if err := vm.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			gs := fg.grads(t)
-
-			// The graph must report exactly what the kernel computes.
-			k := newFlowKernelPrec(t, c.spec, true)
-			p.forward(t, k)
-			kg := [3][]float64{make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
-			if err := k.Backward(p.r, kg[0], kg[1], kg[2]); err != nil {
-				t.Fatal(err)
-			}
-			for i := range gs {
-				if !slices.Equal(gs[i], kg[i]) {
-					t.Errorf("input %d: graph gradient differs from kernel gradient by %g", i, flowMaxAbsDiff(gs[i], kg[i]))
-				}
-			}
-
-			// Finite differences of the graph's loss (gradients accumulate
-			// across these runs, but only the first run's are compared).
-			f := func() float64 {
-				vm.Reset()
-				if err := vm.RunAll(); err != nil {
-					t.Fatal(err)
-				}
-				return fg.loss.Value().Data().(float64)
-			}
-			for i, x := range [][]float64{fg.tOmega0.Float64s(), fg.tCond.Float64s(), fg.tTheta.Float64s()} {
-				fd := flowFDGrad(x, f)
-				e := flowRelErr(gs[i], fd)
-				t.Logf("input %d: relative error %.3g", i, e)
-				if e > 1e-7 {
-					t.Errorf("input %d: relative error %g vs finite differences", i, e)
-				}
-			}
-			if st := fg.op.Steps(0); len(st) != c.spec.Layers+1 {
-				t.Errorf("op.Steps(0) has %d steps, want %d", len(st), c.spec.Layers+1)
-			}
-		})
-	}
-}
-
-// TestFlowGraphRerun runs one machine twice with new inputs: the second
-// forward and gradients must match a fresh machine's (buffers are reused).
-func TestFlowGraphRerun(t *testing.T) {
-	spec := FlowSpec{Layers: 2, Dim: 6, Cond: 3, Hidden: 8}
-	p := newFlowProblem(spec, 5, 7, 0.5, 7)
-	q := newFlowProblem(spec, 5, 7, 0.5, 8)
-	fg := newFlowGraph(t, p)
-	vm := fg.machine()
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range []struct{ dst, src []float64 }{
-		{fg.tOmega0.Float64s(), q.omega0}, {fg.tCond.Float64s(), q.cond}, {fg.tTheta.Float64s(), q.theta}, {fg.tR.Float64s(), q.r},
-	} {
-		copy(b.dst, b.src)
-	}
-	// Zero the accumulated gradients, as a solver step would.
-	for _, n := range []*gorgonia.Node{fg.omega0, fg.cond, fg.theta} {
-		g, _ := n.Grad()
-		g.(*tensor.Dense).Zero()
-	}
-	vm.Reset()
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	got := fg.grads(t)
-	gotOut := slices.Clone(fg.out.Value().Data().([]float64))
-
-	fq := newFlowGraph(t, q)
-	vq := fq.machine()
-	defer vq.Close()
-	if err := vq.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(gotOut, fq.out.Value().Data().([]float64)) {
-		t.Error("rerun output differs from a fresh machine's")
-	}
-	want := fq.grads(t)
-	for i := range got {
-		if !slices.Equal(got[i], want[i]) {
-			t.Errorf("input %d: rerun gradient differs from a fresh machine's by %g", i, flowMaxAbsDiff(got[i], want[i]))
-		}
-	}
-}
-
-func TestFlowGraphErrors(t *testing.T) {
-	spec := FlowSpec{Layers: 2, Dim: 4, Cond: 3, Hidden: 5}
-	g := gorgonia.NewGraph()
-	om := gorgonia.NewTensor(g, gorgonia.Float64, 3, gorgonia.WithShape(2, 3, 4), gorgonia.WithName("om"))
-	om32 := gorgonia.NewTensor(g, gorgonia.Float32, 3, gorgonia.WithShape(2, 3, 4), gorgonia.WithName("om32"))
-	omBad := gorgonia.NewTensor(g, gorgonia.Float64, 3, gorgonia.WithShape(2, 3, 5), gorgonia.WithName("omBad"))
-	om2 := gorgonia.NewMatrix(g, gorgonia.Float64, gorgonia.WithShape(6, 4), gorgonia.WithName("om2"))
-	h := gorgonia.NewMatrix(g, gorgonia.Float64, gorgonia.WithShape(2, 3), gorgonia.WithName("h"))
-	hBad := gorgonia.NewMatrix(g, gorgonia.Float64, gorgonia.WithShape(3, 3), gorgonia.WithName("hBad"))
-	th := gorgonia.NewVector(g, gorgonia.Float64, gorgonia.WithShape(spec.NumParams()), gorgonia.WithName("th"))
-	thBad := gorgonia.NewVector(g, gorgonia.Float64, gorgonia.WithShape(spec.NumParams()+1), gorgonia.WithName("thBad"))
-	for _, c := range []struct {
-		name        string
-		om, h, th   *gorgonia.Node
-		spec        FlowSpec
-		wantSuccess bool
-	}{
-		{"ok", om, h, th, spec, true},
-		{"float32", om32, h, th, spec, false},
-		{"dim", omBad, h, th, spec, false},
-		{"rank", om2, h, th, spec, false},
-		{"tasks", om, hBad, th, spec, false},
-		{"params", om, h, thBad, spec, false},
-		{"no layers", om, h, th, FlowSpec{Layers: 0, Dim: 4, Cond: 3, Hidden: 5}, false},
-		{"nil", nil, h, th, spec, false},
-	} {
-		out, _, err := CouplingFlow(nil, c.om, c.h, c.th, c.spec)
-		if c.wantSuccess {
-			if err != nil {
-				t.Errorf("%s: %v", c.name, err)
-			} else if !out.Shape().Eq(tensor.Shape{2, 3, 5}) {
-				t.Errorf("%s: output shape %v, want (2, 3, 5)", c.name, out.Shape())
-			}
-		} else if err == nil {
-			t.Errorf("%s: no error", c.name)
-		}
-	}
-}
-
 // TestFlowDeterministicAcrossGOMAXPROCS runs the realistic size through the
 // graph with one and two cores and requires bit-identical results.
 func TestFlowDeterministicAcrossGOMAXPROCS(t *testing.T) {
@@ -721,7 +462,7 @@ func TestFlowDeterministicAcrossGOMAXPROCS(t *testing.T) {
 // TestFlowGonumGemmDeterministic backs the choice of gemm layout: gonum's
 // parallel Dgemm (taken for large products, e.g. one batched over all T·D
 // samples) splits C into fixed 64×64 blocks, each with its own full k loop,
-// so it is bit-identical for any GOMAXPROCS; flowGemm's serial panels are
+// so it is bit-identical for any GOMAXPROCS; our dgemm's serial panels are
 // trivially so.
 func TestFlowGonumGemmDeterministic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 0))
@@ -737,7 +478,7 @@ func TestFlowGonumGemmDeterministic(t *testing.T) {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 		c := make([]float64, m*n)
 		if split {
-			flowGemm(false, true, m, n, k, a, k, b, k, 0, c, n)
+			dgemm.Gemm(false, true, m, n, k, 1, a, k, b, k, 0, c, n)
 		} else {
 			blas64.Gemm(blas.NoTrans, blas.Trans, 1,
 				blas64.General{Rows: m, Cols: k, Stride: k, Data: a},
@@ -909,26 +650,6 @@ func BenchmarkCouplingFlow(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := k.Backward(p.r, gO, gC, gT); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkCouplingFlowGraph measures the same pass through a gorgonia tape
-// machine (graph built once), including the loss and gradient bookkeeping.
-func BenchmarkCouplingFlowGraph(b *testing.B) {
-	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
-	p := newFlowProblem(spec, 25, 128, 0, 10)
-	fg := newFlowGraph(b, p)
-	vm := fg.machine()
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		vm.Reset()
-		if err := vm.RunAll(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,7 +12,8 @@ import (
 // kernelOp adapts a pair of plain float64 kernels (forward, and a backward
 // that yields the gradients of all differentiable inputs at once) to
 // gorgonia's Op and SDOp. Used for the small ops of the ELBO, whose
-// gradients are checked by finite differences in gauss_test.go.
+// gradients are checked by finite differences (fdCheckOp in
+// fdcheck_test.go).
 type kernelOp struct {
 	opBase
 	name    string
