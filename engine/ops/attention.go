@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -175,7 +174,7 @@ func LaplaceAttention(p *Pool, q, k *gorgonia.Node) (*gorgonia.Node, error) {
 	}
 	id := opSeq.Add(1)
 	op := &attOp{opBase: base(fmt.Sprintf("engine.LaplaceAttention#%d", id), fmt.Sprintf("LaplaceAttention#%d", id)),
-		id: id, st: &attState{pool: p}}
+		st: &attState{pool: p}}
 	return gorgonia.ApplyOp(op, q, k)
 }
 
@@ -207,7 +206,6 @@ func attInputs(vals []gorgonia.Value) (q, k []float64, d attDims, err error) {
 
 type attOp struct {
 	opBase
-	id  uint64
 	st  *attState
 	out []float64 // backing of the output (ownedTensor)
 }
@@ -220,29 +218,20 @@ func (op *attOp) Type() hm.Type {
 }
 
 func (op *attOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if len(ds) != 2 {
-		return nil, fmt.Errorf("engine: LaplaceAttention: want 2 inputs, got %d", len(ds))
-	}
-	shapes, err := gorgonia.DimSizersToShapes(ds)
+	shapes, err := inputShapes("LaplaceAttention", 2, ds)
 	if err != nil {
 		return nil, err
 	}
 	d, err := attShapes(shapes[0], shapes[1])
-	if err != nil {
-		return nil, err
-	}
-	return tensor.Shape{d.T, d.m, d.f}, nil
+	return tensor.Shape{d.T, d.m, d.f}, err
 }
 
 func (op *attOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(nil, vals)
+	return op.UsePreallocDo(nil, vals...)
 }
 
+// UsePreallocDo runs the op into p, or into op-owned storage if p is nil.
 func (op *attOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(p, vals)
-}
-
-func (op *attOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value, error) {
 	q, k, d, err := attInputs(vals)
 	if err != nil {
 		return nil, err
@@ -278,7 +267,7 @@ func (op *attOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 		op := &attGradOp{
 			opBase: base(fmt.Sprintf("engine.LaplaceAttentionGrad%d#%d", wrt, id),
 				fmt.Sprintf("LaplaceAttentionGrad[%s]#%d", [2]string{"q", "k"}[wrt], id)),
-			wrt: wrt, st: op.st, sh: sh}
+			wrtInput: wrtInput{fn: "LaplaceAttention grad", arity: 4, wrt: wrt}, st: op.st, sh: sh}
 		var err error
 		if ds[wrt], err = gorgonia.ApplyOp(op, children...); err != nil {
 			return nil, err
@@ -291,39 +280,23 @@ func (op *attOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 // (q, k, out, dout).
 type attGradOp struct {
 	opBase
-	wrt int
+	wrtInput
 	st  *attState
 	sh  *attGradShared
 	out []float64 // backing of the output (ownedTensor)
 }
-
-func (op *attGradOp) Arity() int { return 4 }
 
 func (op *attGradOp) Type() hm.Type {
 	t3 := tensorType(3)
 	return hm.NewFnType(t3, t3, t3, t3, t3)
 }
 
-func (op *attGradOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if len(ds) != 4 {
-		return nil, fmt.Errorf("engine: LaplaceAttention grad: want 4 inputs, got %d", len(ds))
-	}
-	s, ok := ds[op.wrt].(tensor.Shape)
-	if !ok {
-		return nil, errors.New("engine: LaplaceAttention grad: input is not a shape")
-	}
-	return s.Clone(), nil
-}
-
 func (op *attGradOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(nil, vals)
+	return op.UsePreallocDo(nil, vals...)
 }
 
+// UsePreallocDo runs the op into p, or into op-owned storage if p is nil.
 func (op *attGradOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(p, vals)
-}
-
-func (op *attGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value, error) {
 	if len(vals) != 4 {
 		return nil, fmt.Errorf("engine: LaplaceAttention grad: want 4 inputs, got %d", len(vals))
 	}
@@ -331,12 +304,9 @@ func (op *attGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 	if err != nil {
 		return nil, err
 	}
-	g, gs, err := floatsOf(vals[3])
+	g, err := gradInput(op.fn, vals[3], tensor.Shape{d.T, d.m, d.f})
 	if err != nil {
 		return nil, err
-	}
-	if !gs.Eq(tensor.Shape{d.T, d.m, d.f}) {
-		return nil, fmt.Errorf("engine: LaplaceAttention grad: output gradient has shape %v, want (%d,%d,%d)", gs, d.T, d.m, d.f)
 	}
 	shape := tensor.Shape{d.T, d.m, d.f}
 	if op.wrt == 1 {

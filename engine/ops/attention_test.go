@@ -230,8 +230,8 @@ func BenchmarkLaplaceAttention(b *testing.B) {
 			gv := miscDense(tensor.Shape{d.T, d.m, d.f}, miscNormals(miscRNG(17), d.T*d.m*d.f, 1))
 			st, sh := &attState{}, &attGradShared{}
 			fwd := &attOp{st: st}
-			gq := &attGradOp{wrt: 0, st: st, sh: sh}
-			gk := &attGradOp{wrt: 1, st: st, sh: sh}
+			gq := &attGradOp{wrtInput: wrtInput{arity: 4, wrt: 0}, st: st, sh: sh}
+			gk := &attGradOp{wrtInput: wrtInput{arity: 4, wrt: 1}, st: st, sh: sh}
 			out, err := fwd.Do(qv, kv)
 			if err != nil {
 				b.Fatal(err)

@@ -225,7 +225,8 @@ func (op *ConvOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	args := append(append(G.Nodes{}, inputs...), output, grad)
 	ret := make(G.Nodes, len(inputs))
 	for i := 1; i < len(inputs); i++ {
-		g := &convGradOp{opBase: base(fmt.Sprintf("ConvGrad#%d/%d", op.id, i), ""), op: op, which: i}
+		g := &convGradOp{opBase: base(fmt.Sprintf("ConvGrad#%d/%d", op.id, i), ""),
+			wrtInput: wrtInput{fn: "conv gradient", arity: op.Arity() + 2, wrt: i}, op: op}
 		n, err := G.ApplyOp(g, args...)
 		if err != nil {
 			return nil, fmt.Errorf("conv: %w", err)
@@ -266,29 +267,21 @@ func (op *ConvOp) backward(in []G.Value) error {
 type convGradOp struct {
 	opBase
 	noSecondDerivative
-	op    *ConvOp
-	which int
-	buf   []float64
+	wrtInput
+	op  *ConvOp
+	buf []float64
 }
 
-func (g *convGradOp) Arity() int { return g.op.Arity() + 2 }
 func (g *convGradOp) Type() hm.Type {
 	ts := g.op.Type().(*hm.FunctionType).FlatTypes()
 	ts = append(ts, f64T2)
-	return hm.NewFnType(append(ts, ts[g.which])...)
-}
-func (g *convGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, ok := in[g.which].(tensor.Shape)
-	if !ok {
-		return nil, fmt.Errorf("conv: gradient input has no shape")
-	}
-	return s.Clone(), nil
+	return hm.NewFnType(append(ts, ts[g.wrt])...)
 }
 func (g *convGradOp) Do(in ...G.Value) (G.Value, error) {
 	if len(in) != g.Arity() {
 		return nil, fmt.Errorf("conv: gradient got %d inputs, want %d", len(in), g.Arity())
 	}
-	shape := in[g.which].Shape()
+	shape := in[g.wrt].Shape()
 	out, _ := ownedTensor(&g.buf, shape)
 	return g.UsePreallocDo(out, in...)
 }
@@ -296,13 +289,13 @@ func (g *convGradOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, er
 	if len(in) != g.Arity() {
 		return nil, fmt.Errorf("conv: gradient got %d inputs, want %d", len(in), g.Arity())
 	}
-	out, err := preallocData(prealloc, in[g.which].Shape())
+	out, err := preallocData(prealloc, in[g.wrt].Shape())
 	if err != nil {
 		return nil, err
 	}
 	if err := g.op.backward(in); err != nil {
 		return nil, err
 	}
-	copy(out, g.op.grads[g.which-1])
+	copy(out, g.op.grads[g.wrt-1])
 	return prealloc, nil
 }

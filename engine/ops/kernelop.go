@@ -147,8 +147,9 @@ func (op *kernelOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, erro
 		}
 		args := append(append(G.Nodes{}, inputs...), output, grad)
 		n, err := G.ApplyOp(&kernelGradOp{
-			opBase: base(fmt.Sprintf("%s#%d/grad%d", op.name, op.id, i), fmt.Sprintf("∂%s/∂in%d", op.name, i)),
-			fwd:    op, which: i}, args...)
+			opBase:   base(fmt.Sprintf("%s#%d/grad%d", op.name, op.id, i), fmt.Sprintf("∂%s/∂in%d", op.name, i)),
+			wrtInput: wrtInput{fn: op.name + " grad", arity: len(op.inDims) + 2, wrt: i},
+			fwd:      op}, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -185,37 +186,29 @@ func (op *kernelOp) grads(vs []G.Value) ([][]float64, []tensor.Shape, error) {
 
 type kernelGradOp struct {
 	opBase
-	fwd   *kernelOp
-	which int
+	wrtInput
+	fwd *kernelOp
 }
 
-func (op *kernelGradOp) Arity() int { return len(op.fwd.inDims) + 2 }
 func (op *kernelGradOp) Type() hm.Type {
 	ts := make([]hm.Type, 0, len(op.fwd.inDims)+3)
 	for _, d := range op.fwd.inDims {
 		ts = append(ts, tensorType(d))
 	}
 	ts = append(ts, tensorType(op.fwd.outDims), tensorType(op.fwd.outDims))
-	return hm.NewFnType(append(ts, tensorType(op.fwd.inDims[op.which]))...)
-}
-func (op *kernelGradOp) InferShape(in ...G.DimSizer) (tensor.Shape, error) {
-	s, ok := in[op.which].(tensor.Shape)
-	if !ok {
-		return nil, fmt.Errorf("engine: %s grad: input has no shape", op.fwd.name)
-	}
-	return s.Clone(), nil
+	return hm.NewFnType(append(ts, tensorType(op.fwd.inDims[op.wrt]))...)
 }
 func (op *kernelGradOp) Do(vs ...G.Value) (G.Value, error) {
 	g, sh, err := op.fwd.grads(vs)
 	if err != nil {
 		return nil, err
 	}
-	if sh[op.which].IsScalar() {
-		return G.NewF64(g[op.which][0]), nil
+	if sh[op.wrt].IsScalar() {
+		return G.NewF64(g[op.wrt][0]), nil
 	}
 	// g[which] is handed out as is: only this node exposes it, and it is
 	// rewritten whole by the next forward run's first gradient request.
-	return tensor.New(tensor.WithShape(sh[op.which].Clone()...), tensor.WithBacking(g[op.which])), nil
+	return tensor.New(tensor.WithShape(sh[op.wrt].Clone()...), tensor.WithBacking(g[op.wrt])), nil
 }
 
 // UsePreallocDo is Do into the machine's buffer for this node.
@@ -224,10 +217,10 @@ func (op *kernelGradOp) UsePreallocDo(p G.Value, vs ...G.Value) (G.Value, error)
 	if err != nil {
 		return nil, err
 	}
-	out, err := preallocData(p, sh[op.which])
-	if err != nil || sh[op.which].IsScalar() {
+	out, err := preallocData(p, sh[op.wrt])
+	if err != nil || sh[op.wrt].IsScalar() {
 		return op.Do(vs...)
 	}
-	copy(out, g[op.which])
+	copy(out, g[op.wrt])
 	return p, nil
 }

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/chewxy/hm"
@@ -51,16 +50,8 @@ func krrLambdaValue(v gorgonia.Value) (float64, error) {
 // run for its backward pass, so one graph must not be run by two machines at
 // the same time. Its kernels spread the tasks over p's workers.
 func KRRSolve(p *Pool, k, y, lambda *gorgonia.Node) (*gorgonia.Node, error) {
-	if k == nil || y == nil || lambda == nil {
-		return nil, errors.New("engine: KRRSolve: nil input node")
-	}
-	for _, in := range []struct {
-		name string
-		n    *gorgonia.Node
-	}{{"k", k}, {"y", y}, {"lambda", lambda}} {
-		if dt, err := dtypeOf(in.n); err != nil || dt != tensor.Float64 {
-			return nil, fmt.Errorf("engine: KRRSolve: %s must be float64, got %v", in.name, in.n.Type())
-		}
+	if err := checkFloat64("KRRSolve", []string{"k", "y", "lambda"}, k, y, lambda); err != nil {
+		return nil, err
 	}
 	ks, ys, ls := k.Shape(), y.Shape(), lambda.Shape()
 	if len(ks) != 3 || ks[1] != ks[2] {
@@ -79,74 +70,61 @@ func KRRSolve(p *Pool, k, y, lambda *gorgonia.Node) (*gorgonia.Node, error) {
 		ls = tensor.ScalarShape()
 	}
 	b := &krrBase{st: &krrState{pool: p}, kShape: ks, yShape: ys, lShape: ls}
-	return gorgonia.ApplyOp(&krrSolveOp{b.op("KRRSolve")}, k, y, lambda)
+	op := &krrSolveOp{b.op("KRRSolve", (*krrOp).solve, ys, f64T3, f64T3, krrLambdaType(ls), f64T3)}
+	return gorgonia.ApplyOp(op, k, y, lambda)
 }
 
-// krrBase carries what the forward and backward ops share. It deliberately
-// has no SymDiff: the backward ops must not inherit the forward's.
+// krrBase carries what the forward and backward ops share.
 type krrBase struct {
 	st                     *krrState
 	kShape, yShape, lShape tensor.Shape
 }
 
-// krrOp is what the KRR ops have in common: the shared state, an identity
-// and output storage for when prealloc is unusable.
+// krrOp is one of the ops of a KRR solve: its signature, the state it
+// shares with the others, the kernel it runs (into prealloc, or into
+// op-owned storage when prealloc is nil or unusable) and that storage. The
+// backward ops are krrOps; the forward op adds SymDiff (krrSolveOp).
 type krrOp struct {
 	opBase
+	signature
 	*krrBase
+	run func(op *krrOp, prealloc gorgonia.Value, inputs []gorgonia.Value) (gorgonia.Value, error)
 	out []float64
 }
 
-// op returns the common part of a new op called name.
-func (b *krrBase) op(name string) krrOp {
-	return krrOp{opBase: base(fmt.Sprintf("%s#%d", name, opSeq.Add(1)), ""), krrBase: b}
+var _ gorgonia.UsePreallocDoer = (*krrOp)(nil)
+
+// op returns a new op called name that runs run, with inputs and output of
+// the given types and an output of the given shape.
+func (b *krrBase) op(name string, run func(*krrOp, gorgonia.Value, []gorgonia.Value) (gorgonia.Value, error),
+	shape tensor.Shape, types ...hm.Type) *krrOp {
+	return &krrOp{opBase: base(fmt.Sprintf("%s#%d", name, opSeq.Add(1)), ""),
+		signature: signature{types: types, shape: shape}, krrBase: b, run: run}
 }
 
-// dyX unpacks the (dY, X) inputs of the gradient ops of K and λ.
-func (b *krrBase) dyX(inputs []gorgonia.Value) (dy, x []float64, err error) {
-	if len(inputs) != 2 {
-		return nil, nil, fmt.Errorf("engine: KRRSolve gradient: want 2 inputs, got %d", len(inputs))
-	}
-	if dy, err = shapedData(inputs[0], b.yShape, "KRRSolve dY"); err != nil {
-		return nil, nil, err
-	}
-	x, err = shapedData(inputs[1], b.yShape, "KRRSolve X")
-	return dy, x, err
+func (op *krrOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
+	return op.run(op, nil, inputs)
+}
+
+func (op *krrOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value) (gorgonia.Value, error) {
+	return op.run(op, prealloc, inputs)
 }
 
 // krrSolveOp is the forward KRR solve (k, y, λ) → X.
-type krrSolveOp struct{ krrOp }
+type krrSolveOp struct{ *krrOp }
 
-var (
-	_ gorgonia.SDOp            = (*krrSolveOp)(nil)
-	_ gorgonia.UsePreallocDoer = (*krrSolveOp)(nil)
-)
+var _ gorgonia.SDOp = (*krrSolveOp)(nil)
 
-func (op *krrSolveOp) Arity() int { return 3 }
-func (op *krrSolveOp) Type() hm.Type {
-	return hm.NewFnType(f64T3, f64T3, krrLambdaType(op.lShape), f64T3)
-}
-func (op *krrSolveOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.yShape.Clone(), nil
-}
-
-func (op *krrSolveOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.UsePreallocDo(nil, inputs...)
-}
-
-func (op *krrSolveOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value) (gorgonia.Value, error) {
+// solve runs the forward op.
+func (op *krrOp) solve(prealloc gorgonia.Value, inputs []gorgonia.Value) (gorgonia.Value, error) {
 	if len(inputs) != 3 {
 		return nil, fmt.Errorf("engine: %v: want 3 inputs, got %d", op, len(inputs))
 	}
-	k, err := shapedData(inputs[0], op.kShape, "KRRSolve k")
+	k, lambda, err := op.kLambda(inputs[0], inputs[2])
 	if err != nil {
 		return nil, err
 	}
 	y, err := shapedData(inputs[1], op.yShape, "KRRSolve y")
-	if err != nil {
-		return nil, err
-	}
-	lambda, err := krrLambdaValue(inputs[2])
 	if err != nil {
 		return nil, err
 	}
@@ -163,41 +141,38 @@ func (op *krrSolveOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node
 	if len(inputs) != 3 {
 		return nil, fmt.Errorf("engine: %v: want 3 inputs, got %d", op, len(inputs))
 	}
+	b, lt := op.krrBase, krrLambdaType(op.lShape)
 	// X is an input of dY so that dY (and, through it, dK and dλ) is
 	// scheduled after the forward op that fills the factor cache.
-	dy, err := gorgonia.ApplyOp(&krrGradYOp{op.krrBase.op("KRRSolveGradY")}, inputs[0], inputs[2], output, grad)
+	dy, err := gorgonia.ApplyOp(b.op("KRRSolveGradY", (*krrOp).gradY, b.yShape, f64T3, lt, f64T3, f64T3, f64T3),
+		inputs[0], inputs[2], output, grad)
 	if err != nil {
 		return nil, err
 	}
-	dk, err := gorgonia.ApplyOp(&krrGradKOp{op.krrBase.op("KRRSolveGradK")}, dy, output)
+	dk, err := gorgonia.ApplyOp(b.op("KRRSolveGradK", (*krrOp).gradK, b.kShape, f64T3, f64T3, f64T3), dy, output)
 	if err != nil {
 		return nil, err
 	}
-	dl, err := gorgonia.ApplyOp(&krrGradLambdaOp{op.krrBase.op("KRRSolveGradLambda")}, dy, output)
+	// dλ has λ's type and shape so that gorgonia can accumulate it into
+	// λ's gradient.
+	dl, err := gorgonia.ApplyOp(b.op("KRRSolveGradLambda", (*krrOp).gradLambda, b.lShape, f64T3, f64T3, lt), dy, output)
 	if err != nil {
 		return nil, err
 	}
 	return gorgonia.Nodes{dk, dy, dl}, nil
 }
 
-// krrGradYOp computes dY = (K+λI)⁻¹ G from (k, λ, X, G).
-type krrGradYOp struct{ krrOp }
-
-var _ gorgonia.UsePreallocDoer = (*krrGradYOp)(nil)
-
-func (op *krrGradYOp) Arity() int { return 4 }
-func (op *krrGradYOp) Type() hm.Type {
-	return hm.NewFnType(f64T3, krrLambdaType(op.lShape), f64T3, f64T3, f64T3)
-}
-func (op *krrGradYOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.yShape.Clone(), nil
+// kLambda unpacks the K and λ inputs.
+func (op *krrOp) kLambda(kv, lv gorgonia.Value) (k []float64, lambda float64, err error) {
+	if k, err = shapedData(kv, op.kShape, "KRRSolve k"); err != nil {
+		return nil, 0, err
+	}
+	lambda, err = krrLambdaValue(lv)
+	return k, lambda, err
 }
 
-func (op *krrGradYOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.UsePreallocDo(nil, inputs...)
-}
-
-func (op *krrGradYOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value) (gorgonia.Value, error) {
+// gradY computes dY = (K+λI)⁻¹ G from (k, λ, X, G).
+func (op *krrOp) gradY(prealloc gorgonia.Value, inputs []gorgonia.Value) (gorgonia.Value, error) {
 	if len(inputs) != 4 {
 		return nil, fmt.Errorf("engine: %v: want 4 inputs, got %d", op, len(inputs))
 	}
@@ -210,11 +185,7 @@ func (op *krrGradYOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 	if !st.valid || st.T != T || st.n != n {
 		// Only reachable if the backward runs without its forward (e.g. a
 		// machine that skipped it): refactor from the inputs.
-		k, err := shapedData(inputs[0], op.kShape, "KRRSolve k")
-		if err != nil {
-			return nil, err
-		}
-		lambda, err := krrLambdaValue(inputs[1])
+		k, lambda, err := op.kLambda(inputs[0], inputs[1])
 		if err != nil {
 			return nil, err
 		}
@@ -227,22 +198,20 @@ func (op *krrGradYOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 	return out, nil
 }
 
-// krrGradKOp computes dK from (dY, X).
-type krrGradKOp struct{ krrOp }
-
-var _ gorgonia.UsePreallocDoer = (*krrGradKOp)(nil)
-
-func (op *krrGradKOp) Arity() int    { return 2 }
-func (op *krrGradKOp) Type() hm.Type { return hm.NewFnType(f64T3, f64T3, f64T3) }
-func (op *krrGradKOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.kShape.Clone(), nil
+// dyX unpacks the (dY, X) inputs of the gradient ops of K and λ.
+func (op *krrOp) dyX(inputs []gorgonia.Value) (dy, x []float64, err error) {
+	if len(inputs) != 2 {
+		return nil, nil, fmt.Errorf("engine: %v: want 2 inputs, got %d", op, len(inputs))
+	}
+	if dy, err = shapedData(inputs[0], op.yShape, "KRRSolve dY"); err != nil {
+		return nil, nil, err
+	}
+	x, err = shapedData(inputs[1], op.yShape, "KRRSolve X")
+	return dy, x, err
 }
 
-func (op *krrGradKOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.UsePreallocDo(nil, inputs...)
-}
-
-func (op *krrGradKOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value) (gorgonia.Value, error) {
+// gradK computes dK from (dY, X).
+func (op *krrOp) gradK(prealloc gorgonia.Value, inputs []gorgonia.Value) (gorgonia.Value, error) {
 	dy, x, err := op.dyX(inputs)
 	if err != nil {
 		return nil, err
@@ -252,25 +221,8 @@ func (op *krrGradKOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 	return out, nil
 }
 
-// krrGradLambdaOp computes dλ from (dY, X); its value has λ's type and shape
-// so that gorgonia can accumulate it into λ's gradient.
-type krrGradLambdaOp struct{ krrOp }
-
-var _ gorgonia.UsePreallocDoer = (*krrGradLambdaOp)(nil)
-
-func (op *krrGradLambdaOp) Arity() int { return 2 }
-func (op *krrGradLambdaOp) Type() hm.Type {
-	return hm.NewFnType(f64T3, f64T3, krrLambdaType(op.lShape))
-}
-func (op *krrGradLambdaOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.lShape.Clone(), nil
-}
-
-func (op *krrGradLambdaOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.UsePreallocDo(nil, inputs...)
-}
-
-func (op *krrGradLambdaOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Value) (gorgonia.Value, error) {
+// gradLambda computes dλ from (dY, X).
+func (op *krrOp) gradLambda(prealloc gorgonia.Value, inputs []gorgonia.Value) (gorgonia.Value, error) {
 	dy, x, err := op.dyX(inputs)
 	if err != nil {
 		return nil, err

@@ -61,6 +61,61 @@ func (b *opBase) Hashcode() uint32 {
 
 func (b *opBase) String() string { return b.name }
 
+// signature is embedded by ops whose types and output shape are fixed when
+// they are built.
+type signature struct {
+	types []hm.Type    // the inputs', then the output's
+	shape tensor.Shape // the output's
+}
+
+func (s *signature) Arity() int    { return len(s.types) - 1 }
+func (s *signature) Type() hm.Type { return hm.NewFnType(s.types...) }
+func (s *signature) InferShape(...G.DimSizer) (tensor.Shape, error) {
+	return s.shape.Clone(), nil
+}
+
+// wrtInput is embedded by gradient ops whose output has the shape of input
+// wrt of their arity inputs; fn names the op in messages.
+type wrtInput struct {
+	fn         string
+	arity, wrt int
+}
+
+func (w wrtInput) Arity() int { return w.arity }
+
+func (w wrtInput) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	if len(ds) != w.arity {
+		return nil, fmt.Errorf("engine: %s: want %d inputs, got %d", w.fn, w.arity, len(ds))
+	}
+	s, ok := ds[w.wrt].(tensor.Shape)
+	if !ok {
+		return nil, fmt.Errorf("engine: %s: input %d is not a shape", w.fn, w.wrt)
+	}
+	return s.Clone(), nil
+}
+
+// inputShapes returns the shapes of the n inputs whose shapes an op's
+// InferShape is given.
+func inputShapes(fn string, n int, ds []G.DimSizer) ([]tensor.Shape, error) {
+	if len(ds) != n {
+		return nil, fmt.Errorf("engine: %s: want %d inputs, got %d", fn, n, len(ds))
+	}
+	return G.DimSizersToShapes(ds)
+}
+
+// gradInput returns the data of v, the output gradient a gradient op of fn
+// is given, after checking it has the forward output's shape.
+func gradInput(fn string, v G.Value, want tensor.Shape) ([]float64, error) {
+	g, gs, err := floatsOf(v)
+	if err != nil {
+		return nil, err
+	}
+	if !gs.Eq(want) {
+		return nil, fmt.Errorf("engine: %s: output gradient has shape %v, want %v", fn, gs, want)
+	}
+	return g, nil
+}
+
 // noSecondDerivative is the SymDiff of the gradient ops, which are not
 // differentiated again.
 type noSecondDerivative struct{}
@@ -223,6 +278,22 @@ func reuseOrOwn(prealloc G.Value, shape tensor.Shape, buf *[]float64) (*tensor.D
 	d, data := ownedTensor(buf, shape)
 	clear(data)
 	return d, data
+}
+
+// checkFloat64 reports the first of nodes (called names) that is nil or
+// not float64: fn's inputs, checked when the op is built.
+func checkFloat64(fn string, names []string, nodes ...*G.Node) error {
+	for _, n := range nodes {
+		if n == nil {
+			return fmt.Errorf("engine: %s: nil input node", fn)
+		}
+	}
+	for i, n := range nodes {
+		if dt, err := dtypeOf(n); err != nil || dt != tensor.Float64 {
+			return fmt.Errorf("engine: %s: %s must be float64, got %v", fn, names[i], n.Type())
+		}
+	}
+	return nil
 }
 
 // dtypeOf returns n's dtype without panicking on odd node types.

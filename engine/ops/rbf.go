@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -166,16 +165,8 @@ func rbfBackward(pool *Pool, a, b, bw, k, g []float64, T, n, m, f int, wrtB bool
 // exactly symmetric with a unit diagonal. A non-positive or non-finite σ_t
 // makes the run fail. Its kernels spread the tasks over p's workers.
 func RBFKernel(p *Pool, a, b, bw *gorgonia.Node) (*gorgonia.Node, error) {
-	if a == nil || b == nil || bw == nil {
-		return nil, errors.New("engine: RBFKernel: nil input node")
-	}
-	for _, in := range []struct {
-		name string
-		n    *gorgonia.Node
-	}{{"a", a}, {"b", b}, {"bw", bw}} {
-		if dt, err := dtypeOf(in.n); err != nil || dt != tensor.Float64 {
-			return nil, fmt.Errorf("engine: RBFKernel: %s must be float64, got %v", in.name, in.n.Type())
-		}
+	if err := checkFloat64("RBFKernel", []string{"a", "b", "bw"}, a, b, bw); err != nil {
+		return nil, err
 	}
 	as, bs, ws := a.Shape(), b.Shape(), bw.Shape()
 	if len(as) != 3 || len(bs) != 3 || as[0] != bs[0] || as[2] != bs[2] {
@@ -187,8 +178,9 @@ func RBFKernel(p *Pool, a, b, bw *gorgonia.Node) (*gorgonia.Node, error) {
 	if len(ws) != 1 || ws[0] != as[0] {
 		return nil, fmt.Errorf("engine: RBFKernel: bw must be (T)=(%d), got %v", as[0], ws)
 	}
-	op := &rbfOp{rbfBase: &rbfBase{pool: p, aShape: as, bShape: bs, wShape: ws, kShape: tensor.Shape{as[0], as[1], bs[1]}}}
-	op.opBase = base(fmt.Sprintf("RBFKernel#%d", opSeq.Add(1)), "")
+	rb := &rbfBase{pool: p, aShape: as, bShape: bs, wShape: ws, kShape: tensor.Shape{as[0], as[1], bs[1]}}
+	op := &rbfOp{opBase: base(fmt.Sprintf("RBFKernel#%d", opSeq.Add(1)), ""), rbfBase: rb,
+		signature: rb.sig(rb.kShape, 1)}
 	return gorgonia.ApplyOp(op, a, b, bw)
 }
 
@@ -199,14 +191,15 @@ type rbfBase struct {
 	aShape, bShape, wShape, kShape tensor.Shape
 }
 
-// rbfType is the type of an RBF op: the inputs a, b, bw, then extra
-// rank-3 tensors, the last of them the output.
-func rbfType(extra int) hm.Type {
+// sig is the signature of an RBF op with an output of the given
+// shape: the inputs a, b, bw, then extra rank-3 tensors, the last of them
+// the output.
+func (r *rbfBase) sig(shape tensor.Shape, extra int) signature {
 	ts := []hm.Type{f64T3, f64T3, f64T1}
 	for range extra {
 		ts = append(ts, f64T3)
 	}
-	return hm.NewFnType(ts...)
+	return signature{types: ts, shape: shape}
 }
 
 // inputs validates and unpacks (a, b, bw); same reports whether a and b are
@@ -231,6 +224,7 @@ func (r *rbfBase) inputs(name string, vs []gorgonia.Value) (a, b, bw []float64, 
 // rbfOp is the forward RBF kernel (a, b, bw) → K.
 type rbfOp struct {
 	opBase
+	signature
 	*rbfBase
 	sq  []float64 // squared row norms, reused across runs
 	out []float64 // backing of the output when prealloc is unusable
@@ -240,12 +234,6 @@ var (
 	_ gorgonia.SDOp            = (*rbfOp)(nil)
 	_ gorgonia.UsePreallocDoer = (*rbfOp)(nil)
 )
-
-func (op *rbfOp) Arity() int    { return 3 }
-func (op *rbfOp) Type() hm.Type { return rbfType(1) }
-func (op *rbfOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.kShape.Clone(), nil
-}
 
 func (op *rbfOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
 	return op.UsePreallocDo(nil, inputs...)
@@ -277,7 +265,8 @@ func (op *rbfOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	// When a and b are one node gorgonia adds the two results itself.
 	var ds [2]*gorgonia.Node
 	for i, name := range [2]string{"RBFKernelGradA", "RBFKernelGradB"} {
-		g := &rbfGradOp{opBase: base(fmt.Sprintf("%s#%d", name, opSeq.Add(1)), ""), rbfBase: op.rbfBase, wrtB: i == 1}
+		g := &rbfGradOp{opBase: base(fmt.Sprintf("%s#%d", name, opSeq.Add(1)), ""), rbfBase: op.rbfBase, wrtB: i == 1,
+			signature: op.sig([2]tensor.Shape{op.aShape, op.bShape}[i], 3)}
 		var err error
 		if ds[i], err = gorgonia.ApplyOp(g, inputs[0], inputs[1], inputs[2], output, grad); err != nil {
 			return nil, err
@@ -318,6 +307,7 @@ func rbfBandwidthGrad(bw, k, g *gorgonia.Node) (*gorgonia.Node, error) {
 // (a, b, bw, K, G).
 type rbfGradOp struct {
 	opBase
+	signature
 	*rbfBase
 	wrtB    bool
 	p, sums []float64 // scratch reused across runs
@@ -325,18 +315,6 @@ type rbfGradOp struct {
 }
 
 var _ gorgonia.UsePreallocDoer = (*rbfGradOp)(nil)
-
-func (op *rbfGradOp) Arity() int    { return 5 }
-func (op *rbfGradOp) Type() hm.Type { return rbfType(3) }
-func (op *rbfGradOp) outShape() tensor.Shape {
-	if op.wrtB {
-		return op.bShape
-	}
-	return op.aShape
-}
-func (op *rbfGradOp) InferShape(...gorgonia.DimSizer) (tensor.Shape, error) {
-	return op.outShape().Clone(), nil
-}
 
 func (op *rbfGradOp) Do(inputs ...gorgonia.Value) (gorgonia.Value, error) {
 	return op.UsePreallocDo(nil, inputs...)
@@ -365,7 +343,7 @@ func (op *rbfGradOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.V
 	if len(op.sums) < T*max(n, m) {
 		op.sums = make([]float64, T*max(n, m))
 	}
-	out, d := reuseOrOwn(prealloc, op.outShape(), &op.out)
+	out, d := reuseOrOwn(prealloc, op.shape, &op.out)
 	rbfBackward(op.pool, a, b, bw, k, g, T, n, m, f, op.wrtB, d, op.p, op.sums)
 	return out, nil
 }

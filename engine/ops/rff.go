@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -164,29 +163,20 @@ func (op *rffOp) Arity() int    { return 3 }
 func (op *rffOp) Type() hm.Type { return rffType(1) }
 
 func (op *rffOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if len(ds) != 3 {
-		return nil, fmt.Errorf("engine: RFFFeatures: want 3 inputs, got %d", len(ds))
-	}
-	shapes, err := gorgonia.DimSizersToShapes(ds)
+	shapes, err := inputShapes("RFFFeatures", 3, ds)
 	if err != nil {
 		return nil, err
 	}
 	d, err := rffShapes(shapes[0], shapes[1], shapes[2])
-	if err != nil {
-		return nil, err
-	}
-	return tensor.Shape{d.T, d.n, d.D}, nil
+	return tensor.Shape{d.T, d.n, d.D}, err
 }
 
 func (op *rffOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(nil, vals)
+	return op.UsePreallocDo(nil, vals...)
 }
 
+// UsePreallocDo runs the op into p, or into op-owned storage if p is nil.
 func (op *rffOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(p, vals)
-}
-
-func (op *rffOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value, error) {
 	x, omega, b, d, err := rffInputs(vals)
 	if err != nil {
 		return nil, err
@@ -216,7 +206,7 @@ func (op *rffOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 		op := &rffGradOp{
 			opBase: base(fmt.Sprintf("engine.RFFFeaturesGrad%d#%d", wrt, id),
 				fmt.Sprintf("RFFFeaturesGrad[%s]#%d", [2]string{"x", "omega"}[wrt], id)),
-			wrt: wrt, st: op.st}
+			wrtInput: wrtInput{fn: "RFFFeatures grad", arity: 5, wrt: wrt}, st: op.st}
 		var err error
 		if ds[wrt], err = gorgonia.ApplyOp(op, children...); err != nil {
 			return nil, err
@@ -231,36 +221,21 @@ func (op *rffOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 // than depend on the order in which the machine runs them.
 type rffGradOp struct {
 	opBase
-	wrt     int
+	wrtInput
 	st      *rffState
 	scratch []float64
 	sin     []float64 // used only when the forward cache is unusable
 	out     []float64 // backing of the output (ownedTensor)
 }
 
-func (op *rffGradOp) Arity() int    { return 5 }
 func (op *rffGradOp) Type() hm.Type { return rffType(3) }
 
-func (op *rffGradOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if len(ds) != 5 {
-		return nil, fmt.Errorf("engine: RFFFeatures grad: want 5 inputs, got %d", len(ds))
-	}
-	s, ok := ds[op.wrt].(tensor.Shape)
-	if !ok {
-		return nil, errors.New("engine: RFFFeatures grad: input is not a shape")
-	}
-	return s.Clone(), nil
-}
-
 func (op *rffGradOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(nil, vals)
+	return op.UsePreallocDo(nil, vals...)
 }
 
+// UsePreallocDo runs the op into p, or into op-owned storage if p is nil.
 func (op *rffGradOp) UsePreallocDo(p gorgonia.Value, vals ...gorgonia.Value) (gorgonia.Value, error) {
-	return op.do(p, vals)
-}
-
-func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value, error) {
 	if len(vals) != 5 {
 		return nil, fmt.Errorf("engine: RFFFeatures grad: want 5 inputs, got %d", len(vals))
 	}
@@ -268,12 +243,9 @@ func (op *rffGradOp) do(p gorgonia.Value, vals []gorgonia.Value) (gorgonia.Value
 	if err != nil {
 		return nil, err
 	}
-	g, gs, err := floatsOf(vals[4])
+	g, err := gradInput(op.fn, vals[4], tensor.Shape{d.T, d.n, d.D})
 	if err != nil {
 		return nil, err
-	}
-	if !gs.Eq(tensor.Shape{d.T, d.n, d.D}) {
-		return nil, fmt.Errorf("engine: RFFFeatures grad: output gradient has shape %v, want (%d,%d,%d)", gs, d.T, d.n, d.D)
 	}
 	pool, sinv := op.st.pool, op.st.sin
 	if !op.st.valid || op.st.dims != d {

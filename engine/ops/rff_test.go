@@ -355,8 +355,8 @@ func rffBenchOps(b *testing.B, d rffDims) {
 	gv := miscDense(tensor.Shape{d.T, d.n, d.D}, miscNormals(miscRNG(6), d.T*d.n*d.D, 1))
 	st := &rffState{}
 	fwd := &rffOp{st: st}
-	gx := &rffGradOp{wrt: 0, st: st}
-	gw := &rffGradOp{wrt: 1, st: st}
+	gx := &rffGradOp{wrtInput: wrtInput{arity: 5, wrt: 0}, st: st}
+	gw := &rffGradOp{wrtInput: wrtInput{arity: 5, wrt: 1}, st: st}
 	z, err := fwd.Do(xv, ov, bv)
 	if err != nil {
 		b.Fatal(err)
