@@ -245,13 +245,33 @@ func TestOptimizers(t *testing.T) {
 	}
 }
 
-// SGD with momentum and clipping trains the sine model too.
+// SGD with momentum and clipping trains the sine model too: 60 steps
+// bring the evaluation MSE on fixed tasks well below the untrained
+// model's (2.58 → 1.83).
 func TestSGDTrains(t *testing.T) {
 	cfg := tinyConfig("vrf", 60)
-	cfg.Optimizer, cfg.LR, cfg.ClipNorm = "sgd", 0.01, 5
-	res, err := Run(context.Background(), cfg, sineLike{}, RunOptions{SkipEval: true}, nil)
-	if err != nil || math.IsNaN(res.Last.Loss) {
-		t.Fatalf("SGD run: %v, loss %v", err, res.Last.Loss)
+	cfg.Optimizer, cfg.LR, cfg.ClipNorm = "sgd", 0.001, 5
+	m, err := NewModel(cfg, sineLike{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opt := NewOptimizer(cfg, m.Params.List)
+	eval := func() float64 {
+		res, err := m.Evaluate(50, 20, 1, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Mean
+	}
+	before := eval()
+	for i := range cfg.Iters {
+		if _, err := m.Step(i, opt); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if after := eval(); !(after < 0.85*before) {
+		t.Fatalf("evaluation MSE %.4f after %d SGD steps, %.4f before: not trained", after, cfg.Iters, before)
 	}
 }
 
