@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"gonum.org/v1/gonum/blas"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -78,4 +79,9 @@ func BatchedMatMul(p *Pool, a, b *G.Node, transA, transB bool) (*G.Node, error) 
 			})
 		},
 	}).apply(a, b)
+}
+
+// gemm computes C = alpha·op(A)·op(B) + beta·C on row-major blocks.
+func gemm(tA, tB blas.Transpose, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	dgemm.Gemm(tA == blas.Trans, tB == blas.Trans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }

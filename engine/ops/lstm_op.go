@@ -122,7 +122,7 @@ func (op *LSTMOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.Valu
 	if len(inputs) != 5 {
 		return nil, fmt.Errorf("engine: %v: got %d inputs, want 5", op, len(inputs))
 	}
-	h, err := lstmOutBuf(prealloc, tensor.Shape{op.t, op.hid})
+	h, err := preallocData(prealloc, tensor.Shape{op.t, op.hid})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %v: %w", op, err)
 	}
@@ -231,7 +231,7 @@ func (op *lstmGradOp) UsePreallocDo(prealloc gorgonia.Value, inputs ...gorgonia.
 	if f.gen == 0 {
 		return nil, fmt.Errorf("engine: %v: no forward run to differentiate", op)
 	}
-	dst, err := lstmOutBuf(prealloc, op.shape())
+	dst, err := preallocData(prealloc, op.shape())
 	if err != nil {
 		return nil, fmt.Errorf("engine: %v: %w", op, err)
 	}
@@ -273,30 +273,6 @@ func lstmOwned(buf **tensor.Dense, shape ...int) *tensor.Dense {
 		*buf = tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float64))
 	}
 	return *buf
-}
-
-// lstmOutBuf returns the data of a value the op may write its result of the
-// given shape into. Gorgonia hands over whatever last lived in the output
-// register, so a mismatch is an ordinary error, upon which the machine falls
-// back to Do.
-func lstmOutBuf(v gorgonia.Value, shape tensor.Shape) ([]float64, error) {
-	d, ok := v.(*tensor.Dense)
-	if !ok || d == nil || d.Dtype() != tensor.Float64 || !d.Shape().Eq(shape) || d.RequiresIterator() {
-		return nil, fmt.Errorf("unusable output buffer %v (want a contiguous float64 tensor of shape %v)", lstmDescribe(v), shape)
-	}
-	n := shape.TotalSize()
-	data := d.Data().([]float64)
-	if len(data) < n {
-		return nil, fmt.Errorf("output buffer holds %d elements, want %d", len(data), n)
-	}
-	return data[:n], nil
-}
-
-func lstmDescribe(v gorgonia.Value) string {
-	if d, ok := v.(*tensor.Dense); ok && d != nil {
-		return fmt.Sprintf("%v tensor of shape %v", d.Dtype(), d.Shape())
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // lstmInput returns the n float64 values of v in row-major order. Contiguous
