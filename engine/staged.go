@@ -59,8 +59,8 @@ type staged struct {
 func (m *Model) staged(sh shape) (*staged, error) {
 	return built(m.stages, sh, func() (*staged, error) {
 		st, err := buildStaged(m.blueprint(), sh)
-		if st != nil {
-			st.pool, st.gate = &m.pool, &m.gate
+		if err == nil {
+			st.gate = &m.gate
 		}
 		return st, err
 	})
@@ -68,7 +68,7 @@ func (m *Model) staged(sh shape) (*staged, error) {
 
 func buildStaged(bp blueprint, sh shape) (*staged, error) {
 	cfg, ps := bp.cfg, bp.ps
-	st := &staged{cfg: cfg, dirs: contextDirs(cfg)}
+	st := &staged{cfg: cfg, pool: bp.pool, dirs: contextDirs(cfg)}
 	if cfg.Kernel != KernelVRF {
 		st.dirs = 0
 	}
