@@ -260,20 +260,13 @@ func (op *attOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 		return nil, fmt.Errorf("engine: LaplaceAttention: want 2 inputs, got %d", len(inputs))
 	}
 	sh := &attGradShared{}
-	children := []*gorgonia.Node{inputs[0], inputs[1], output, grad}
-	var ds [2]*gorgonia.Node
-	for wrt := range ds {
+	return gradNodes(2, gorgonia.Nodes{inputs[0], inputs[1], output, grad}, func(wrt int) gorgonia.Op {
 		id := opSeq.Add(1)
-		op := &attGradOp{
+		return &attGradOp{
 			opBase: base(fmt.Sprintf("engine.LaplaceAttentionGrad%d#%d", wrt, id),
 				fmt.Sprintf("LaplaceAttentionGrad[%s]#%d", [2]string{"q", "k"}[wrt], id)),
 			wrtInput: wrtInput{fn: "LaplaceAttention grad", arity: 4, wrt: wrt}, st: op.st, sh: sh}
-		var err error
-		if ds[wrt], err = gorgonia.ApplyOp(op, children...); err != nil {
-			return nil, err
-		}
-	}
-	return ds[:], nil
+	})
 }
 
 // attGradOp produces the gradient w.r.t. q (wrt 0) or k (wrt 1) from

@@ -122,8 +122,8 @@ func TestAttentionKernelGradFD(t *testing.T) {
 		dk := make([]float64, len(k))
 		scratch := make([]float64, d.T*d.n)
 		attBackward(nil, dq, dk, q, k, w, r, scratch, d)
-		miscCompare(t, "dq", dq, miscFD(q, 1e-6, loss), 1e-7)
-		miscCompare(t, "dk", dk, miscFD(k, 1e-6, loss), 1e-7)
+		miscCompare(t, "dq", dq, fdGrad(q, loss), 1e-7)
+		miscCompare(t, "dk", dk, fdGrad(k, loss), 1e-7)
 	}
 }
 
@@ -173,12 +173,7 @@ func TestAttentionGraphGradFD(t *testing.T) {
 func TestAttentionDeterministicAcrossProcs(t *testing.T) {
 	// Large enough to pass parallelMinWork.
 	d := attDims{T: 6, m: 75, n: 5, f: 256}
-	miscBitIdentical(t, func() [][]float64 {
-		m := attGraph(t, 15, d)
-		defer m.vm.Close()
-		out, grads := m.gradsAndOutput(t)
-		return append([][]float64{out}, grads...)
-	})
+	miscGraphBitIdentical(t, func() *miscGraph { return attGraph(t, 15, d) })
 }
 
 func TestAttentionShapeErrors(t *testing.T) {

@@ -184,18 +184,7 @@ func convFD(t *testing.T, p *convProblem, k *ConvKernel, v []float64, seed uint6
 		}
 		return s
 	}
-	const h = 1e-6
-	fd := make([]float64, len(v))
-	for i := range v {
-		old := v[i]
-		v[i] = old + h
-		up := loss()
-		v[i] = old - h
-		down := loss()
-		v[i] = old
-		fd[i] = (up - down) / (2 * h)
-	}
-	return fd
+	return fdGrad(v, loss)
 }
 
 // TestConvGradFD checks the float64 gradients of every weight and bias

@@ -25,6 +25,16 @@ func centralDiff(x []float64, j int, f func() float64) float64 {
 	return (fp - fm) / (2 * h)
 }
 
+// fdGrad is the central finite-difference gradient of f w.r.t. every
+// element of x (see centralDiff).
+func fdGrad(x []float64, f func() float64) []float64 {
+	g := make([]float64, len(x))
+	for i := range x {
+		g[i] = centralDiff(x, i, f)
+	}
+	return g
+}
+
 // fdCheckOp checks the gradients of loss = Σ op(inputs)⊙R against central
 // finite differences, through a real gorgonia graph and tape machine.
 func fdCheckOp(t *testing.T, name string, shapes [][]int, diff []bool, init func(i int, x []float64, rng *rand.Rand),

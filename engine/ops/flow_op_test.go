@@ -99,7 +99,7 @@ func TestFlowGraphGradFD(t *testing.T) {
 				return fg.loss.Value().Data().(float64)
 			}
 			for i, x := range [][]float64{fg.tOmega0.Float64s(), fg.tCond.Float64s(), fg.tTheta.Float64s()} {
-				fd := flowFDGrad(x, f)
+				fd := fdGrad(x, f)
 				e := flowRelErr(gs[i], fd)
 				t.Logf("input %d: relative error %.3g", i, e)
 				if e > 1e-7 {

@@ -108,23 +108,6 @@ func flowRelErr(g, ref []float64) float64 {
 	return math.Sqrt(num / den)
 }
 
-// flowFDGrad is the central finite-difference gradient of f w.r.t. x (modified
-// in place and restored).
-func flowFDGrad(x []float64, f func() float64) []float64 {
-	const h = 1e-6
-	g := make([]float64, len(x))
-	for i := range x {
-		v := x[i]
-		x[i] = v + h
-		fp := f()
-		x[i] = v - h
-		fm := f()
-		x[i] = v
-		g[i] = (fp - fm) / (2 * h)
-	}
-	return g
-}
-
 var flowSmallSpecs = []struct {
 	name string
 	spec FlowSpec
@@ -224,7 +207,7 @@ func TestFlowKernelGradFD(t *testing.T) {
 				name string
 				x, g []float64
 			}{{"omega0", p.omega0, gO}, {"cond", p.cond, gC}, {"theta", p.theta, gT}} {
-				fd := flowFDGrad(in.x, f)
+				fd := fdGrad(in.x, f)
 				e := flowRelErr(in.g, fd)
 				t.Logf("%s: relative error %.3g", in.name, e)
 				if e > 1e-7 {

@@ -148,7 +148,7 @@ func TestLSTMSeqGraphGradFD(t *testing.T) {
 						}
 					}
 					for k, n := range lg.params {
-						lstmCheckGrad(t, n.Name(), gs[k], lstmFD(lg.paramVal[k], func() float64 { return lg.run(t) }))
+						lstmCheckGrad(t, n.Name(), gs[k], fdGrad(lg.paramVal[k], func() float64 { return lg.run(t) }))
 					}
 				})
 			}
@@ -191,7 +191,7 @@ func TestLSTMSeqBidirectionalGraph(t *testing.T) {
 		}
 	}
 	for k, n := range lg.params {
-		lstmCheckGrad(t, n.Name(), gs[k], lstmFD(lg.paramVal[k], func() float64 { return lg.run(t) }))
+		lstmCheckGrad(t, n.Name(), gs[k], fdGrad(lg.paramVal[k], func() float64 { return lg.run(t) }))
 	}
 }
 

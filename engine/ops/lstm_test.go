@@ -36,23 +36,6 @@ func lstmCheckGrad(t *testing.T, name string, got, fd []float64) {
 	t.Logf("%s: worst relative error %.2g", name, worst)
 }
 
-// lstmFD returns the central finite-difference gradient of f w.r.t. p,
-// perturbing p in place.
-func lstmFD(p []float64, f func() float64) []float64 {
-	const h = 1e-6
-	g := make([]float64, len(p))
-	for i := range p {
-		orig := p[i]
-		p[i] = orig + h
-		fp := f()
-		p[i] = orig - h
-		fm := f()
-		p[i] = orig
-		g[i] = (fp - fm) / (2 * h)
-	}
-	return g
-}
-
 func lstmDot(a, b []float64) float64 {
 	s := 0.0
 	for i := range a {
@@ -119,9 +102,9 @@ func TestLSTMKernelGradFD(t *testing.T) {
 			t.Run(fmt.Sprintf("T%d_in%d_hid%d_rev%t", sz.T, sz.in, sz.hid, rev), func(t *testing.T) {
 				p := newLSTMProblem(uint64(10+i), sz.T, sz.in, sz.hid, rev)
 				dx, dw, db := p.grads()
-				lstmCheckGrad(t, "dx", dx, lstmFD(p.x, p.loss))
-				lstmCheckGrad(t, "dw", dw, lstmFD(p.w, p.loss))
-				lstmCheckGrad(t, "db", db, lstmFD(p.b, p.loss))
+				lstmCheckGrad(t, "dx", dx, fdGrad(p.x, p.loss))
+				lstmCheckGrad(t, "dw", dw, fdGrad(p.w, p.loss))
+				lstmCheckGrad(t, "db", db, fdGrad(p.b, p.loss))
 			})
 		}
 	}

@@ -91,6 +91,19 @@ func (w wrtInput) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	return s.Clone(), nil
 }
 
+// gradNodes applies the gradient ops made by mk for wrt = 0 … n−1 to
+// children, in that order.
+func gradNodes(n int, children G.Nodes, mk func(wrt int) G.Op) (G.Nodes, error) {
+	ds := make(G.Nodes, n)
+	for wrt := range ds {
+		var err error
+		if ds[wrt], err = G.ApplyOp(mk(wrt), children...); err != nil {
+			return nil, err
+		}
+	}
+	return ds, nil
+}
+
 // noSecondDerivative is the SymDiff of the gradient ops, which are not
 // differentiated again.
 type noSecondDerivative struct{}

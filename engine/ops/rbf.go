@@ -263,20 +263,20 @@ func (op *rbfOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 		return nil, fmt.Errorf("engine: %v: want 3 inputs, got %d", op, len(inputs))
 	}
 	// When a and b are one node gorgonia adds the two results itself.
-	var ds [2]*gorgonia.Node
-	for i, name := range [2]string{"RBFKernelGradA", "RBFKernelGradB"} {
-		g := &rbfGradOp{opBase: base(fmt.Sprintf("%s#%d", name, opSeq.Add(1)), ""), rbfBase: op.rbfBase, wrtB: i == 1,
+	children := gorgonia.Nodes{inputs[0], inputs[1], inputs[2], output, grad}
+	ds, err := gradNodes(2, children, func(i int) gorgonia.Op {
+		name := [2]string{"RBFKernelGradA", "RBFKernelGradB"}[i]
+		return &rbfGradOp{opBase: base(fmt.Sprintf("%s#%d", name, opSeq.Add(1)), ""), rbfBase: op.rbfBase, wrtB: i == 1,
 			signature: op.sig([2]tensor.Shape{op.aShape, op.bShape}[i], 3)}
-		var err error
-		if ds[i], err = gorgonia.ApplyOp(g, inputs[0], inputs[1], inputs[2], output, grad); err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	dbw, err := rbfBandwidthGrad(inputs[2], output, grad)
 	if err != nil {
 		return nil, err
 	}
-	return gorgonia.Nodes{ds[0], ds[1], dbw}, nil
+	return append(ds, dbw), nil
 }
 
 // rbfBandwidthGrad returns the gradient of Σ G∘K w.r.t. the bandwidths:

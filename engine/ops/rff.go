@@ -199,20 +199,18 @@ func (op *rffOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (go
 	if len(inputs) != 3 {
 		return nil, fmt.Errorf("engine: RFFFeatures: want 3 inputs, got %d", len(inputs))
 	}
-	children := []*gorgonia.Node{inputs[0], inputs[1], inputs[2], output, grad}
-	var ds [2]*gorgonia.Node
-	for wrt := range ds {
+	children := gorgonia.Nodes{inputs[0], inputs[1], inputs[2], output, grad}
+	ds, err := gradNodes(2, children, func(wrt int) gorgonia.Op {
 		id := opSeq.Add(1)
-		op := &rffGradOp{
+		return &rffGradOp{
 			opBase: base(fmt.Sprintf("engine.RFFFeaturesGrad%d#%d", wrt, id),
 				fmt.Sprintf("RFFFeaturesGrad[%s]#%d", [2]string{"x", "omega"}[wrt], id)),
 			wrtInput: wrtInput{fn: "RFFFeatures grad", arity: 5, wrt: wrt}, st: op.st}
-		var err error
-		if ds[wrt], err = gorgonia.ApplyOp(op, children...); err != nil {
-			return nil, err
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	return gorgonia.Nodes{ds[0], ds[1], nil}, nil
+	return append(ds, nil), nil // b is a random phase: no gradient
 }
 
 // rffGradOp produces the gradient w.r.t. x (wrt 0) or omega (wrt 1) from

@@ -28,22 +28,6 @@ func miscDense(shape tensor.Shape, data []float64) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape.Clone()...), tensor.WithBacking(data))
 }
 
-// miscFD returns central finite differences of loss w.r.t. every element of
-// x, perturbing x in place and restoring it.
-func miscFD(x []float64, h float64, loss func() float64) []float64 {
-	g := make([]float64, len(x))
-	for i := range x {
-		v := x[i]
-		x[i] = v + h
-		lp := loss()
-		x[i] = v - h
-		lm := loss()
-		x[i] = v
-		g[i] = (lp - lm) / (2 * h)
-	}
-	return g
-}
-
 // miscCompare fails if |got−want| / max(|got|, |want|, 1) exceeds tol for
 // any element: relative for large entries, absolute for small ones (where
 // finite differences have only absolute accuracy).
@@ -165,9 +149,21 @@ func (m *miscGraph) checkFD(t *testing.T, tol float64) {
 	t.Helper()
 	_, grads := m.gradsAndOutput(t)
 	for i := range m.wrt {
-		fd := miscFD(m.vals[i].Float64s(), 1e-6, func() float64 { return m.run(t) })
+		fd := fdGrad(m.vals[i].Float64s(), func() float64 { return m.run(t) })
 		miscCompare(t, "graph grad of "+m.wrt[i].Name(), grads[i], fd, tol)
 	}
+}
+
+// miscGraphBitIdentical checks that the graphs mk builds give bit-identical
+// outputs and gradients on one core and on two.
+func miscGraphBitIdentical(t *testing.T, mk func() *miscGraph) {
+	t.Helper()
+	miscBitIdentical(t, func() [][]float64 {
+		m := mk()
+		defer m.vm.Close()
+		out, grads := m.gradsAndOutput(t)
+		return append([][]float64{out}, grads...)
+	})
 }
 
 // miscBitIdentical runs f under GOMAXPROCS 1 and 2 and requires identical
@@ -242,8 +238,8 @@ func TestRFFKernelGradFD(t *testing.T) {
 		dw := make([]float64, len(omega))
 		scratch := make([]float64, len(r))
 		rffBackward(nil, dx, dw, x, omega, sinv, r, scratch, d)
-		miscCompare(t, "dx", dx, miscFD(x, 1e-6, loss), 1e-7)
-		miscCompare(t, "domega", dw, miscFD(omega, 1e-6, loss), 1e-7)
+		miscCompare(t, "dx", dx, fdGrad(x, loss), 1e-7)
+		miscCompare(t, "domega", dw, fdGrad(omega, loss), 1e-7)
 
 		// Each gradient alone must equal the joint computation.
 		dx1 := make([]float64, len(x))
@@ -284,12 +280,7 @@ func TestRFFGraphGradFD(t *testing.T) {
 func TestRFFDeterministicAcrossProcs(t *testing.T) {
 	// Large enough that gonum's GEMM goes parallel internally too.
 	d := rffDims{T: 5, n: 70, f: 64, D: 300}
-	miscBitIdentical(t, func() [][]float64 {
-		m := rffGraph(t, 4, d)
-		defer m.vm.Close()
-		out, grads := m.gradsAndOutput(t)
-		return append([][]float64{out}, grads...)
-	})
+	miscGraphBitIdentical(t, func() *miscGraph { return rffGraph(t, 4, d) })
 }
 
 func TestRFFShapeErrors(t *testing.T) {
