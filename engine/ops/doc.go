@@ -8,10 +8,11 @@
 // conv_wino.go and conv_math.go, krr.go, lstm.go, rff.go, rbf.go,
 // attention.go), its gorgonia ops (flow_op.go, conv_op.go, krr_op.go,
 // lstm_op.go; the smaller pieces keep kernel and op in one file), and its
-// float64 reference in the tests (flow_ref_test.go). The small ops of the
-// ELBO and the graph plumbing (dense.go, gauss.go, classify.go, bmm.go,
-// shapeops.go) are pairs of forward and backward kernels adapted by
-// kernelOp (kernelop.go).
+// float64 reference in the tests (flow_ref_test.go, conv_ref_test.go). The
+// flow and the convolution share their float32/float64 helpers (float.go).
+// The small ops of the ELBO and the graph plumbing (dense.go, gauss.go,
+// classify.go, bmm.go, shapeops.go) are pairs of forward and backward
+// kernels adapted by kernelOp (kernelop.go).
 //
 // Every op embeds opBase (op.go), which supplies the parts of gorgonia's Op
 // interface that are the same for all of them and gives each instance its
@@ -20,7 +21,8 @@
 // (factors, weights, forward intermediates), so a graph must be run by one
 // machine at a time, as gorgonia requires anyway. Ops write their outputs
 // into storage they own (ownedTensor) rather than allocating each step, so
-// a value read out of a run is overwritten by the next one.
+// a value read out of a run is overwritten by the next one. How ops read
+// their inputs and choose where to write is in values.go.
 //
 // Work is spread over goroutines by a Pool (pool.go), one per model: its
 // For loops over tasks, and its teams run the flow's and the convolution's

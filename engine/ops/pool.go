@@ -79,8 +79,8 @@ func claim(next *atomic.Int32, n int, rev bool, j job) {
 
 // Stages runs fn(r) for every r in [0, n), each on a goroutine of its own
 // (the last on the caller's), and counts them as running stages until all
-// have returned (see Workers). fn must not panic: a stage recovers its own
-// panics.
+// have returned (see Workers). p must not be nil, and fn must not panic:
+// a stage recovers its own panics.
 func (p *Pool) Stages(n int, fn func(r int)) {
 	p.stages.Add(int32(n))
 	defer p.stages.Add(-int32(n))
