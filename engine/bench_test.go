@@ -57,34 +57,107 @@ func sineConfig(variant string) Config {
 	return c
 }
 
+// omniglotLikeConfig mirrors the omniglot-5w1s preset (Conv-4 on 28×28
+// images, 5-way 1-shot, metakernel) for blobs tasks of the same size, so
+// the engine's benchmarks time the classification step without the data
+// set.
+func omniglotLikeConfig() Config {
+	c := sineConfig("metakernel")
+	c.Conv = &ConvSpec{Channels: 1, Height: 28, Width: 28, Blocks: 4, Filters: 64, Keep: 0.9}
+	c.EmbedHidden = nil
+	c.Way, c.Shot, c.Query = 5, 1, 15
+	c.InferHidden, c.InferLayers, c.PriorHidden, c.FlowHidden, c.Bases = 256, 3, 256, 128, 780
+	c.MetaBatch = 6
+	c.KLWeight = 0.01
+	c.EvalQuery, c.EvalSamples = 15, 1
+	return c
+}
+
 // BenchmarkSineStep times one training step (forward, backward, Adam) of
 // each variant at the sine-5shot preset's sizes.
 func BenchmarkSineStep(b *testing.B) {
 	for _, v := range Variants {
-		b.Run(v, func(b *testing.B) {
-			m, err := NewModel(sineConfig(v), sineLike{})
-			if err != nil {
-				b.Fatal(err)
+		b.Run(v, func(b *testing.B) { benchStep(b, sineConfig(v), sineLike{}) })
+	}
+}
+
+// BenchmarkOmniglotLikeStep times one training step at the omniglot-5w1s
+// sizes (presets' BenchmarkOmniglotStep runs the real data set).
+func BenchmarkOmniglotLikeStep(b *testing.B) {
+	benchStep(b, omniglotLikeConfig(), blobs{way: 5, side: 28})
+}
+
+// benchStep times m's training step and reports the live heap afterwards
+// and the ops of the step's graphs: gorgonia's cost per op, not the
+// arithmetic, dominated the small steps, so a growing op count is a
+// regression of its own.
+func benchStep(b *testing.B, cfg Config, src task.Source) {
+	m, err := NewModel(cfg, src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	opt := NewOptimizer(m.Cfg, m.Params.List)
+	var grads [][]float64
+	if _, err := m.trainStep(0, opt, &grads); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.trainStep(i+1, opt, &grads); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heapMB")
+	ops := 0
+	for _, st := range m.stages {
+		for _, gs := range [][]*graph{st.tasks, st.sums, st.seeded} {
+			for _, gr := range gs {
+				ops += gr.ops()
 			}
-			defer m.Close()
-			opt := NewOptimizer(m.Cfg, m.Params.List)
-			var grads [][]float64
-			if _, err := m.trainStep(0, opt, &grads); err != nil {
-				b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(ops), "ops")
+}
+
+// ops counts the op nodes of gr (inputs and parameters are not ops).
+func (gr *graph) ops() int {
+	n := 0
+	for _, nd := range gr.g.AllNodes() {
+		if nd.Op() != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOpCounts bounds the number of op nodes of each task stage of the
+// sine training step, which the fused ops (Dense, Rows, ConcatCols,
+// BatchedMatMul, the ELBO's terms) keep small: a change that adds nodes to
+// every step should be deliberate, and update the bounds.
+func TestOpCounts(t *testing.T) {
+	most := map[string]int{"rbf": 69, "rff": 69, "vrf": 160, "vrf+ctx": 163, "vrf+cnf": 194, "metakernel": 197}
+	for _, v := range Variants {
+		m, err := NewModel(sineConfig(v), sineLike{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		c := m.Cfg
+		st, err := m.staged(shape{T: c.MetaBatch, NS: c.SupportPoints(), NQ: c.QueryPoints(), train: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, gr := range st.tasks {
+			if n := gr.ops(); n > most[v] {
+				t.Errorf("%s: %d ops in a task stage, at most %d before", v, n, most[v])
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := m.trainStep(i+1, opt, &grads); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			var ms runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&ms)
-			b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "heapMB")
-		})
+		}
 	}
 }
 

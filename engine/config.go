@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/mkbench/mkbench/engine/ops"
 )
 
 // Kernel selects how the base-learner's kernel is built.
@@ -32,6 +34,10 @@ const (
 	// ContextBiLSTM runs a forward and a backward LSTM; the paper's choice.
 	ContextBiLSTM Context = "bilstm"
 )
+
+// ConvSpec describes a convolutional feature extractor ψ (see
+// ops.ConvSpec).
+type ConvSpec = ops.ConvSpec
 
 // Variants are the named ablation settings of the paper, in its table order.
 var Variants = []string{"rbf", "rff", "vrf", "vrf+ctx", "vrf+cnf", "metakernel"}

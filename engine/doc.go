@@ -4,27 +4,48 @@
 // inferred per task, optionally in the context of an LSTM over the tasks of a
 // meta-batch and enriched by conditional affine-coupling flows.
 //
-// The hot pieces are custom gorgonia ops with hand-written, finite-difference
-// checked gradients (batched Cholesky KRR solve, LSTM sequence, coupling
-// flow, random Fourier features, Laplace attention). They take and return
-// float64 and parallelize over tasks with fixed chunking, so results are
-// bit-identical however many cores run them. The coupling flow, by far the
-// largest cost, computes in float32 with an AVX2/FMA GEMM of our own
-// (internal/sgemm); its float64 instantiation of the same code is what the
-// finite-difference tests check. The rest of the model is ordinary gorgonia
-// graph code built once per shape, with our own ops where gorgonia's cost
-// more than the arithmetic (Dense, BatchedMatMul, Rows, ConcatCols, the
-// Gaussian terms of the ELBO).
+// The engine is built in layers, each a package that imports only the ones
+// below it:
 //
-// gorgonia's tape machine clears its registers on every Reset, so an op's
-// Do runs each step; our ops write into storage they own (ownedTensor)
-// instead of allocating, which makes a value of one run dead by the next:
-// callers copy what they read out of a run before running it again.
+//   - engine/task: the plain types task families and the model share (a
+//     meta-batch, the sources that draw one, seeded random streams); data
+//     loaders depend on it alone.
+//   - engine/internal/dgemm, sgemm, gemmcore: our BLAS-level kernels in
+//     float64 and float32 (AVX2/FMA assembly with portable twins).
+//   - engine/ops: the numerics of the model as plain kernels on float64
+//     slices and as gorgonia ops with hand-written, finite-difference checked
+//     gradients (coupling flow, convolutional ψ, batched Cholesky KRR solve,
+//     LSTM, random Fourier features, RBF kernel, Laplace attention, dense
+//     layers and the Gaussian terms of the ELBO), and ops.Pool, the one
+//     place where work is spread over goroutines.
+//   - engine/runfile: atomic writes and JSON-lines logs of a run directory.
+//   - engine (this package): the model and its training run.
+//
+// In this package, config.go describes a model (Config, the paper's
+// variants), params.go creates its parameters, graph.go builds its gorgonia
+// graphs (one per shape: the whole model for evaluation and display, or one
+// stage of a training step), model.go holds a Model (its parameters, carried
+// context, graphs and per-model ops.Pool) and runs a graph, staged.go is the
+// training step, mlp_summary.go its graph-free task summaries, optim.go the
+// optimizer, eval.go evaluation and the display snapshot, and run.go,
+// checkpoint.go and control.go the run loop, its checkpoints and the
+// commands a UI sends it.
 //
 // A training step is staged (staged.go): the meta-batch is split into two
-// task ranges whose graphs run concurrently, with the context LSTM run
-// between them on our own kernels, while the next step's tasks and noise
-// are drawn on whatever core is free.
+// task ranges whose graphs run concurrently as the stages of the model's
+// pool, with the context LSTM run between them on ops' kernels, while the
+// next step's tasks and noise are drawn on whatever core is free. While the
+// stages run, the model's ops stay on one goroutine each; other models in
+// the process are not affected.
+//
+// Results do not depend on the number of cores: every kernel splits its
+// work at fixed points and sums in a fixed order, and the staged step's
+// ranges are fixed (taskStages), so equal seeds give equal bytes.
+//
+// gorgonia's tape machine clears its registers on every Reset, so an op's
+// Do runs each step; the ops write into storage they own instead of
+// allocating, which makes a value of one run dead by the next: callers copy
+// what they read out of a run before running it again.
 //
 // engine never imports UI packages: a UI watches a run through the Observer
 // it passes to Run.

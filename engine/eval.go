@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/mkbench/mkbench/engine/ops"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -99,7 +100,7 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 				continue
 			}
 			for i := 0; i < n; i += out {
-				softmaxInto(prob, pred[i:i+out])
+				ops.Softmax(prob, pred[i:i+out])
 				for k, p := range prob {
 					mean[i+k] += p / float64(samples)
 				}
@@ -111,7 +112,7 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			var v float64
 			for i := t * per; i < (t+1)*per; i += out {
 				if c.Classify() {
-					if argmax(mean[i:i+out]) == argmax(b.YQ[i:i+out]) {
+					if ops.Argmax(mean[i:i+out]) == ops.Argmax(b.YQ[i:i+out]) {
 						v++
 					}
 					continue

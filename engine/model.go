@@ -4,644 +4,370 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/ops"
 	"github.com/mkbench/mkbench/engine/task"
-	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
-// newParams creates and initializes every parameter the configuration
-// uses; variants without an inference network have none of its weights.
-func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
-	ps := &Params{}
-	f := cfg.FeatureDim()
-	prev := inDim
-	if cfg.Conv != nil {
-		net, err := NewConvNet(*cfg.Conv)
-		if err != nil {
-			panic(err) // Validate checked the spec
+// Random streams. Every random draw comes from a PCG seeded by (run seed,
+// stream, index), so iteration i's tasks and noise do not depend on what
+// ran before: a resumed run needs no RNG state, and evaluation never
+// perturbs the training stream.
+const (
+	streamInit uint64 = iota + 1
+	streamTrainTasks
+	streamTrainNoise
+	streamEvalTasks
+	streamEvalNoise
+	streamDisplayTask
+	streamDisplayNoise
+	streamValTasks
+	streamValNoise
+)
+
+// LSTMState is the carried context state, one (h, c) per direction.
+type LSTMState struct {
+	H, C [2][]float64
+}
+
+func (s LSTMState) clone() LSTMState {
+	var o LSTMState
+	for k := 0; k < 2; k++ {
+		o.H[k] = append([]float64(nil), s.H[k]...)
+		o.C[k] = append([]float64(nil), s.C[k]...)
+	}
+	return o
+}
+
+// Model holds a configuration's parameters, its carried context and the
+// graphs built so far. It is owned by one goroutine.
+type Model struct {
+	Cfg    Config
+	Src    task.Source
+	Params *Params
+	State  LSTMState
+
+	graphs map[shape]*graph
+	stages map[shape]*staged
+	noise  noise // for evaluation and display runs
+	// pool spreads the work of the model's ops over the cores; the staged
+	// step runs its task ranges as the pool's stages.
+	pool ops.Pool
+
+	// Training inputs are double-buffered: while step i runs, a goroutine
+	// draws the tasks and noise of step i+1 (they depend only on the seed
+	// and i), taking that work off the critical path.
+	gradBuf [][]float64 // Step's gradients
+	gate    busyGate    // see busyGate
+	// cancel, when closed, stops an evaluation between batches (Run sets
+	// it to its context's Done).
+	cancel  <-chan struct{}
+	bufs    [2]stepInput
+	pending *stepInput
+	ready   chan struct{}
+}
+
+// log2Pi is the constant of the Gaussian log-density log q0(ω₀).
+var log2Pi = math.Log(2 * math.Pi)
+
+// noise is one draw of everything random a forward pass needs.
+type noise struct {
+	eps      []float64 // (T,D,d) standard normal: ω₀ = μ + σ⊙ε, or ω itself for RFF
+	phase    []float64 // (T,D) RFF phases b ~ U[0, 2π]
+	logq0c   []float64 // (T) the gradient-free part of the mean log q0(ω₀)
+	dropSeed uint64    // seeds the dropout masks of a convolutional ψ
+
+	bits []uint64   // the uniform bits ε is made from
+	gen  dgemm.Bits // makes them; seeded from the draw's rng
+}
+
+// stepInput is the data of one training iteration.
+type stepInput struct {
+	iter  int
+	batch task.Batch
+	noise noise
+	panic any // recovered from the prefetch that drew it
+}
+
+// NewModel initializes a model's parameters from cfg.Seed.
+func NewModel(cfg Config, src task.Source) (*Model, error) {
+	ops.UseFastBLAS()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}, stages: map[shape]*staged{}}
+	m.Params = newParams(cfg, src.InDim(), src.OutDim(), task.Stream(cfg.Seed, streamInit, 0))
+	if cfg.Context != ContextNone {
+		for k := 0; k < 2; k++ {
+			m.State.H[k] = make([]float64, cfg.InferHidden)
+			m.State.C[k] = make([]float64, cfg.InferHidden)
 		}
-		ws, bs := net.Params(rng)
-		for l := range ws {
-			copy(ps.add(ws[l].Name, ws[l].Shape...).Data, ws[l].Data)
-			copy(ps.add(bs[l].Name, bs[l].Shape...).Data, bs[l].Data)
-		}
 	}
-	for i, w := range cfg.EmbedHidden {
-		if cfg.Conv != nil {
-			break
-		}
-		wt := ps.add(fmt.Sprintf("embed.W%d", i), prev, w).Data
-		he(rng, wt, prev)
-		if i == len(cfg.EmbedHidden)-1 {
-			// With He init, ‖ψ(x)‖ grows to ~17 over the sine domain, so
-			// ωᵀψ(x) with ω ~ N(μ, σ²) changes phase by radians between
-			// neighbouring inputs: the random-feature kernel starts almost
-			// diagonal, predictions are ~0 and training sat on that plateau
-			// (loss = the targets' variance) for hundreds to thousands of
-			// iterations, or for good. A small output gain starts the
-			// kernel smooth over the domain (measured, seed 1: vrf loss 0.49
-			// after 200 iterations instead of 4.3).
-			scale(wt, embedOutputGain)
-		}
-		ps.add(fmt.Sprintf("embed.b%d", i), 1, w)
-		prev = w
-	}
-	ps.add("loglambda", 1).Data[0] = math.Log(cfg.LambdaInit)
-	if cfg.Classify() {
-		ps.add("gamma", 1).Data[0] = 1
-		ps.add("beta", 1)
-	}
-	if cfg.Kernel != KernelVRF {
-		return ps
-	}
-	H := cfg.InferHidden
-	// Regression encodes each support point with its target; classification
-	// pools each class's support features into a prototype (the tables'
-	// "instance pooling"), so the input is the feature alone.
-	in := f + outDim
-	if cfg.Classify() {
-		in = f
-	}
-	for i := range cfg.inferLayers() {
-		glorot(rng, ps.add(fmt.Sprintf("infer.W%d", i), in, H).Data, in, H)
-		ps.add(fmt.Sprintf("infer.b%d", i), 1, H)
-		in = H
-	}
-	ctx := contextDim(cfg)
-	switch cfg.Context {
-	case ContextLSTM, ContextBiLSTM:
-		dirs := []string{"fw"}
-		if cfg.Context == ContextBiLSTM {
-			dirs = append(dirs, "bw")
-		}
-		for _, dir := range dirs {
-			w := ps.add("lstm."+dir+".W", H+H, 4*H)
-			b := ps.add("lstm."+dir+".b", 4*H)
-			InitLSTM(rng, H, H, w.Data, b.Data)
-		}
-	}
-	d := f
-	glorot(rng, ps.add("q.Wmu", ctx, d).Data, ctx, d)
-	ps.add("q.bmu", 1, d)
-	// Small weights on the log-variance head: q starts near N(μ, I), the
-	// scale of the RFF baseline, instead of at a random bandwidth.
-	w := ps.add("q.Wlv", ctx, d).Data
-	glorot(rng, w, ctx, d)
-	scale(w, 0.1)
-	ps.add("q.blv", 1, d)
-
-	P := cfg.PriorHidden
-	glorot(rng, ps.add("prior.W0", f, P).Data, f, P)
-	ps.add("prior.b0", 1, P)
-	glorot(rng, ps.add("prior.W1", P, P).Data, P, P)
-	ps.add("prior.b1", 1, P)
-	glorot(rng, ps.add("prior.Wmu", P, d).Data, P, d)
-	ps.add("prior.bmu", 1, d)
-	w = ps.add("prior.Wlv", P, d).Data
-	glorot(rng, w, P, d)
-	scale(w, 0.1)
-	ps.add("prior.blv", 1, d)
-
-	if cfg.FlowLayers > 0 {
-		spec := flowSpec(cfg)
-		spec.Init(rng, ps.add("flow.theta", spec.NumParams()).Data)
-	}
-	return ps
+	return m, nil
 }
 
-// embedOutputGain scales the initial weights of ψ's last layer.
-const embedOutputGain = 0.1
+// buildMu serializes graph construction across models: gorgonia v0.9.18
+// numbers node groups from an unsynchronized package-level counter, so two
+// models building graphs at once (the workbench's side-by-side variants)
+// race on it.
+var buildMu sync.Mutex
 
-// logVarBound soft-bounds q's log-variance: logvar = B·tanh(raw/B).
-const logVarBound = 2.0
-
-func scale(x []float64, s float64) {
-	for i := range x {
-		x[i] *= s
+// built returns cache[sh], building it under buildMu on first use.
+func built[V any](cache map[shape]V, sh shape, build func() (V, error)) (V, error) {
+	if v, ok := cache[sh]; ok {
+		return v, nil
 	}
-}
-
-// contextDim is the width of h, the vector q(ω|h) and the flows condition
-// on: the task summary s̄, followed by the LSTM output(s) when there is
-// context.
-func contextDim(cfg Config) int {
-	switch cfg.Context {
-	case ContextLSTM:
-		return 2 * cfg.InferHidden
-	case ContextBiLSTM:
-		return 3 * cfg.InferHidden
-	}
-	return cfg.InferHidden
-}
-
-func flowSpec(cfg Config) FlowSpec {
-	return FlowSpec{Layers: cfg.FlowLayers, Dim: cfg.FeatureDim(), Cond: contextDim(cfg), Hidden: cfg.FlowHidden}
-}
-
-// shape identifies a graph: one is built per distinct shape and reused.
-type shape struct {
-	T, NS, NQ int
-	train     bool // with KL, gradients and the optimizer's loss
-}
-
-// graph is one built gorgonia graph with its machine. It is not safe for
-// concurrent use: each goroutine that runs the model owns its graphs.
-//
-// A graph holds the whole model (evaluation, display, and the reference the
-// staged training step is tested against) or one stage of it (see staged).
-type graph struct {
-	shape
-	cfg       Config
-	g         *G.ExprGraph
-	vm        G.VM
-	params    []*G.Node // the parameters this graph reads, in creation order
-	paramIdx  []int     // index of each in Params.List
-	paramVals []*tensor.Dense
-
-	// inputs
-	x, ys, yq, eps, phase, logq0c *G.Node
-	h0, c0                        [2]*G.Node // carried LSTM state per direction
-	hIn, seedH                    *G.Node    // a task stage's context input and a seeded stage's seed
-
-	// outputs
-	loss, data, kl, lambda, pred, omega0 *G.Node
-	mu, lv                               *G.Node // q's parameters (T,d), read when flows need them
-	ctx                                  *G.Node // a summary stage's s̄
-	// r receives the values of read nodes. It is a separate allocation on
-	// purpose: gorgonia's read ops point at it, and if they pointed into
-	// graph, graph → machine → graph would be a cycle through the tape
-	// machine's finalizer, which the garbage collector never frees.
-	r *graphReads
-
-	lstm  [2]*LSTMOp
-	flow  *FlowOp
-	convs []*ConvNet // ψ's convolution nets, whose dropout each run sets
-}
-
-// setDropout sets the dropout of the graph's convolution nets for the next
-// run: masks from seed in training graphs, none otherwise.
-func (gr *graph) setDropout(seed uint64) {
-	for _, n := range gr.convs {
-		n.SetStep(seed, gr.train)
-	}
-}
-
-type graphReads struct {
-	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV, ctxV G.Value
-}
-
-// builder adds the model's computation to one graph. Parameter nodes are
-// created on first use, so a stage's graph holds (and differentiates) only
-// the parameters it reads.
-type builder struct {
-	*graph
-	ps    *Params
-	nodes map[string]*G.Node
-}
-
-func newBuilder(cfg Config, ps *Params, sh shape) *builder {
-	return &builder{graph: &graph{shape: sh, cfg: cfg, g: G.NewGraph(), r: &graphReads{}}, ps: ps, nodes: map[string]*G.Node{}}
-}
-
-// p returns the node of parameter name, bound to its master data.
-func (b *builder) p(name string) *G.Node {
-	if n, ok := b.nodes[name]; ok {
-		return n
-	}
-	for i, prm := range b.ps.List {
-		if prm.Name != name {
-			continue
-		}
-		val := tensor.New(tensor.WithShape(prm.Shape...), tensor.WithBacking(prm.Data))
-		n := G.NewTensor(b.g, G.Float64, len(prm.Shape), G.WithShape(prm.Shape...), G.WithName(prm.Name), G.WithValue(val))
-		b.params = append(b.params, n)
-		b.paramIdx = append(b.paramIdx, i)
-		b.paramVals = append(b.paramVals, val)
-		b.nodes[name] = n
-		return n
-	}
-	panic("engine: no parameter " + name)
-}
-
-func (b *builder) input(name string, s ...int) *G.Node {
-	return G.NewTensor(b.g, G.Float64, len(s), G.WithShape(s...), G.WithName(name),
-		G.WithValue(tensor.New(tensor.WithShape(s...), tensor.Of(tensor.Float64))))
-}
-
-func must(n *G.Node, e error) *G.Node {
-	if e != nil {
-		panic(e)
-	}
-	return n
-}
-
-// catchBuild turns gorgonia's build-time panics (some shape mismatches)
-// and must's into an error.
-func catchBuild(sh shape, err *error) {
-	if r := recover(); r != nil {
-		*err = fmt.Errorf("engine: building graph %+v: %v", sh, r)
-	}
-}
-
-// buildGraph builds the MetaKernel computation for one shape in one graph.
-//
-// Shapes (T tasks, n support, m query, f features = d, D bases):
-//
-//	x (T·n+T·m, in) → ψ → F;  Fs (T,n,f), Fq (T,m,f)
-//	inference:  [Fs, ys] → MLP(ELU) → mean over support → s̄ (T,H)
-//	context:    h = s̄ | LSTM(s̄) | [LSTM→(s̄), LSTM←(s̄)]  (over the T tasks)
-//	q(ω|h):     μ, log σ² (T,d);  ω₀ = μ + σ⊙ε (T,D,d);  ω_K = flow(ω₀; h)
-//	features:   z = √(2/D)·cos(ω_K·f + b);  K = Zs·Zsᵀ;  α = (K+λI)⁻¹ ys;  ŷ = Zq·Zsᵀ·α
-//	prior:      p(ω|x_i,S) = N(MLP(LaplaceAttention(Fq_i, Fs)))
-//	KL:         closed form without flows; with flows the Monte Carlo estimate
-//	            E_q0[log q0(ω₀) − Σ log|det| − log p(ω_K|x_i)] (paper eq. 22),
-//	            averaged over query points (not summed, see REFERENCE-NOTES)
-//
-// The model is written in parts (ψ, inference network, context LSTM, and
-// back: everything from h on) so that training can run them as stages (see
-// staged); here they are joined in one graph.
-func buildGraph(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
-	defer catchBuild(sh, &err)
-	b := newBuilder(cfg, ps, sh)
-	T, NS := sh.T, sh.NS
-	b.x = b.input("x", T*(NS+sh.NQ), inDim)
-	b.ys = b.input("ys", T*NS, outDim)
-	b.yq = b.input("yq", T*sh.NQ, outDim)
-	F, h, err := b.front()
+	buildMu.Lock()
+	v, err := build()
+	buildMu.Unlock()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	Fs2 := must(Rows(F, 0, T*NS))
-	Fq2 := must(Rows(F, T*NS, T*(NS+sh.NQ)))
-	if err := b.back(Fs2, Fq2, h, outDim, 1); err != nil {
-		return nil, err
-	}
-	return b.finish(b.params)
+	cache[sh] = v
+	return v, nil
 }
 
-// finish differentiates a training graph's loss and starts its machine.
-func (b *builder) finish(wrt []*G.Node) (*graph, error) {
-	if b.loss == nil {
-		b.vm = G.NewTapeMachine(b.g)
-		return b.graph, nil
-	}
-	if _, err := G.Grad(b.loss, wrt...); err != nil {
-		return nil, fmt.Errorf("engine: differentiating %+v: %w", b.shape, err)
-	}
-	b.vm = G.NewTapeMachine(b.g, G.BindDualValues(wrt...))
-	return b.graph, nil
+// blueprint is what the model's graphs are built from.
+func (m *Model) blueprint() blueprint {
+	return blueprint{cfg: m.Cfg, ps: m.Params, pool: &m.pool, inDim: m.Src.InDim(), outDim: m.Src.OutDim()}
 }
 
-// embed is ψ applied to the rows of x.
-func (b *builder) embed(x *G.Node) *G.Node {
-	if spec := b.cfg.Conv; spec != nil {
-		net, err := NewConvNet(*spec)
-		if err != nil {
-			panic(err)
+func (m *Model) graph(sh shape) (*graph, error) {
+	return built(m.graphs, sh, func() (*graph, error) { return buildGraph(m.blueprint(), sh) })
+}
+
+// Close releases the machines of all graphs.
+func (m *Model) Close() {
+	m.waitPrefetch()
+	for _, gr := range m.graphs {
+		gr.vm.Close()
+	}
+	for _, st := range m.stages {
+		st.close()
+	}
+	m.graphs = map[shape]*graph{}
+	m.stages = map[shape]*staged{}
+}
+
+// drawChunk is how many normals the noise draw makes between calls of its
+// pause function (~40 µs of work).
+const drawChunk = 8192
+
+// draw fills the noise for T tasks from rng. pause, if not nil, is called
+// between chunks of the draw; it may block (the prefetch waits there while
+// the model's task stages have both cores). The numbers do not depend on it.
+func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
+	n.eps = task.Grow(n.eps, T*D*f)
+	n.phase = task.Grow(n.phase, T*D)
+	n.logq0c = task.Grow(n.logq0c, T)
+	// ε is Box–Muller on xoshiro256+ bits, both vectorized (dgemm.Normals,
+	// dgemm.Bits): rand's ziggurat NormFloat64 took ~0.8 ms per sine step,
+	// the largest single cost of vrf+ctx, now ~0.45 ms. The generator is
+	// seeded from rng, so the seed still fixes every number.
+	n.gen.Seed(rng.Uint64(), rng.Uint64())
+	for lo := 0; lo < len(n.eps); lo += drawChunk {
+		if pause != nil {
+			pause()
 		}
-		ws, bs := make([]*G.Node, spec.Blocks), make([]*G.Node, spec.Blocks)
-		for l := range ws {
-			ws[l], bs[l] = b.p(fmt.Sprintf("conv%d.w", l)), b.p(fmt.Sprintf("conv%d.b", l))
+		chunk := n.eps[lo:min(lo+drawChunk, len(n.eps))]
+		n.bits = task.Grow(n.bits, 2*((len(chunk)+1)/2))
+		n.gen.Fill(n.bits)
+		dgemm.Normals(chunk, n.bits)
+	}
+	for i := range n.phase {
+		n.phase[i] = 2 * math.Pi * rng.Float64()
+	}
+	for t := 0; t < T; t++ {
+		var s float64
+		for _, e := range n.eps[t*D*f : (t+1)*D*f] {
+			s += e * e
 		}
-		b.convs = append(b.convs, net)
-		return must(net.Apply(x, ws, bs))
+		n.logq0c[t] = -0.5*s/float64(D) - 0.5*float64(f)*log2Pi
 	}
-	for i := range b.cfg.EmbedHidden {
-		x = must(Dense(x, b.p(fmt.Sprintf("embed.W%d", i)), b.p(fmt.Sprintf("embed.b%d", i)), actReLU, i > 0))
-	}
-	return x
+	n.dropSeed = rng.Uint64()
 }
 
-// infer is the inference network's task summary s̄ (T,H) from the support
-// features Fs2 (T·n, f) and targets ys (T·n, out).
-//
-// For classification the rows are the class prototypes instead of the
-// support points (see newParams).
-func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
-	e, rows := Fs2, b.NS
-	if b.cfg.Classify() {
-		e, rows = must(G.Reshape(b.prototypes(Fs2, ys), tensor.Shape{b.T * b.cfg.Way, b.cfg.FeatureDim()})), b.cfg.Way
-	} else {
-		e = must(ConcatCols(Fs2, ys))
-	}
-	for i := range b.cfg.inferLayers() {
-		e = must(Dense(e, b.p(fmt.Sprintf("infer.W%d", i)), b.p(fmt.Sprintf("infer.b%d", i)), actELU, true))
-	}
-	return must(G.Mean(must(G.Reshape(e, tensor.Shape{b.T, rows, b.cfg.InferHidden})), 1))
+func (m *Model) drawNoise(rng *rand.Rand, T int) {
+	m.noise.draw(rng, T, m.Cfg.Bases, m.Cfg.FeatureDim(), nil)
 }
 
-// prototypes are the class means of the support features, (T, way, f):
-// Ysᵀ·Fs / shot with the one-hot support targets.
-func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
-	c := b.cfg
-	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, c.Way}))
-	f3 := must(G.Reshape(Fs2, tensor.Shape{b.T, b.NS, c.FeatureDim()}))
-	return must(G.HadamardProd(must(BatchedMatMul(y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
+// prepare draws iteration iter's tasks and noise into in.
+func (m *Model) prepare(iter int, in *stepInput, pause func()) {
+	c := m.Cfg
+	in.iter = iter
+	in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
+	m.Src.Sample(task.Stream(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
+	in.noise.draw(task.Stream(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim(), pause)
 }
 
-// front computes ψ(x) for all rows of b.x (support rows of every task,
-// then query rows) and, for the variational kernel, the context h (T, ·).
-func (b *builder) front() (F, h *G.Node, err error) {
-	cfg, T, NS := b.cfg, b.T, b.NS
-	F = b.embed(b.x)
-	if cfg.Kernel != KernelVRF {
-		return F, nil, nil
+// busyGate holds the prefetch back while the model's own task stages run
+// on both cores (see staged.parallel): the draw then uses only the serial
+// parts of a step, where a core would idle, instead of slowing a stage.
+// It is per model, so concurrent models never hold up each other.
+type busyGate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	busy bool
+}
+
+func (g *busyGate) set(busy bool) {
+	g.mu.Lock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
 	}
-	sbar := b.infer(must(Rows(F, 0, T*NS)), b.ys)
-	if cfg.Context == ContextNone {
-		return F, sbar, nil
+	g.busy = busy
+	g.mu.Unlock()
+	if !busy {
+		g.cond.Broadcast()
 	}
-	H := cfg.InferHidden
-	outs := make([]*G.Node, contextDirs(cfg))
-	for k := range outs {
-		dir := lstmDirs[k]
-		b.h0[k] = b.input("h0."+dir, H)
-		b.c0[k] = b.input("c0."+dir, H)
-		outs[k], b.lstm[k], err = LSTMSeq(sbar, b.p("lstm."+dir+".W"), must(G.Reshape(b.p("lstm."+dir+".b"), tensor.Shape{4 * H})), b.h0[k], b.c0[k], k == 1)
-		if err != nil {
-			return nil, nil, err
+}
+
+func (g *busyGate) wait() {
+	g.mu.Lock()
+	if g.cond == nil {
+		g.cond = sync.NewCond(&g.mu)
+	}
+	for g.busy {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
+}
+
+// input returns iteration iter's data, from the prefetch when it matches.
+func (m *Model) input(iter int) *stepInput {
+	if m.pending != nil {
+		<-m.ready
+		in := m.pending
+		m.pending = nil
+		if p := in.panic; p != nil {
+			in.panic = nil
+			panic(fmt.Sprintf("drawing iteration %d's tasks: %v", in.iter+1, p))
 		}
-	}
-	// q(ω|S,C) sees the task's own summary next to the context: the LSTM
-	// output alone must squeeze the current task through its gates, and
-	// that measurably loses to no context at all.
-	return F, must(ConcatCols(append([]*G.Node{sbar}, outs...)...)), nil
-}
-
-// lstmDirs names the context LSTM's directions; contextDirs says how many
-// the configuration runs.
-var lstmDirs = [2]string{"fw", "bw"}
-
-func contextDirs(cfg Config) int {
-	switch cfg.Context {
-	case ContextLSTM:
-		return 1
-	case ContextBiLSTM:
-		return 2
-	}
-	return 0
-}
-
-// back computes predictions and, for training, the loss from the features
-// of the support rows Fs2 (T·n, f) and query rows Fq2 (T·m, f) and the
-// context h. The loss is multiplied by weight, a task stage's share of the
-// meta-batch, so that the stages' losses add up to the model's.
-func (b *builder) back(Fs2, Fq2, h *G.Node, outDim int, weight float64) error {
-	cfg, sh := b.cfg, b.shape
-	T, NS, NQ := sh.T, sh.NS, sh.NQ
-	f, D := cfg.FeatureDim(), cfg.Bases
-	Fs := must(G.Reshape(Fs2, tensor.Shape{T, NS, f}))
-	Fq := must(G.Reshape(Fq2, tensor.Shape{T, NQ, f}))
-
-	var omega *G.Node // (T,D,f) bases used by the features
-	var mu, lv *G.Node
-	switch cfg.Kernel {
-	case KernelRFF:
-		b.eps = b.input("eps", T, D, f)
-		omega = b.eps
-	case KernelVRF:
-		b.eps = b.input("eps", T, D, f)
-		mu = must(Dense(h, b.p("q.Wmu"), b.p("q.bmu"), actNone, true))
-		// log σ² is soft-bounded to (−2, 2): with the weak KL weight nothing
-		// else stops σ from growing until the features are pure noise, a
-		// state the flow variants fell into and did not leave (loss stuck at
-		// the targets' variance). The embedding still sets the scale.
-		lv = must(Dense(h, b.p("q.Wlv"), b.p("q.blv"), actSoftBound, true))
-		b.omega0 = must(Reparam(mu, lv, b.eps))
-		omega = b.omega0
-	}
-
-	var logdet *G.Node // (T): mean log|det| over the D bases
-	if cfg.Kernel == KernelVRF && cfg.FlowLayers > 0 {
-		// The flow runs on the standardized draw ε and the task's affine
-		// map comes last: ω_K = μ + σ⊙f(ε; h). Both orders give a
-		// normalizing flow with the same log-density bookkeeping
-		// (log q = log N(ε) − Σ log σ − Σ log|det ∂f|, which is what the KL
-		// below computes), but on ω₀ = μ + σε directly the coupling nets see
-		// inputs whose scale moves with μ and σ during training, and the
-		// sine runs regularly collapsed to predicting zero.
-		out, op, e := CouplingFlow(b.eps, h, b.p("flow.theta"), flowSpec(cfg))
-		if e != nil {
-			return e
-		}
-		b.flow = op
-		logdet = must(FlowLogDetMean(out))
-		omega = must(ScaleShift(mu, lv, out))
-		b.mu, b.lv = mu, lv
-		G.Read(mu, &b.r.muV)
-		G.Read(lv, &b.r.lvV)
-	}
-
-	var K, Kq *G.Node
-	if cfg.Kernel == KernelRBF {
-		bw := must(Bandwidth(Fs))
-		K = must(RBFKernel(Fs, Fs, bw))
-		Kq = must(RBFKernel(Fq, Fs, bw))
-	} else {
-		b.phase = b.input("phase", T, D)
-		Zs := must(RFFFeatures(Fs, omega, b.phase))
-		Zq := must(RFFFeatures(Fq, omega, b.phase))
-		K = must(BatchedMatMul(Zs, Zs, false, true))
-		Kq = must(BatchedMatMul(Zq, Zs, false, true))
-	}
-	b.lambda = must(G.Exp(b.p("loglambda")))
-	alpha := must(KRRSolve(K, must(G.Reshape(b.ys, tensor.Shape{T, NS, outDim})), b.lambda))
-	b.pred = must(BatchedMatMul(Kq, alpha, false, false))
-	if cfg.Classify() {
-		b.pred = must(ClassLogits(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.p("gamma"), b.p("beta")))
-	}
-	G.Read(b.pred, &b.r.predV)
-	G.Read(b.lambda, &b.r.lambdaV)
-	if b.omega0 != nil {
-		G.Read(b.omega0, &b.r.omega0V)
-	}
-	if !sh.train {
-		return nil
-	}
-
-	if cfg.Classify() {
-		b.data = must(G.Mean(must(SoftmaxXent(b.pred, b.yq))))
-	} else {
-		diff := must(G.Sub(must(G.Reshape(b.pred, tensor.Shape{T * NQ, outDim})), b.yq))
-		b.data = must(G.Mean(must(G.Square(diff))))
-	}
-	b.loss = b.data
-	if cfg.Kernel == KernelVRF {
-		// The prior attends over the support features, or for
-		// classification over the class prototypes (REFERENCE-NOTES).
-		keys := Fs
-		if cfg.Classify() {
-			keys = b.prototypes(Fs2, b.ys)
-		}
-		att := must(G.Reshape(must(LaplaceAttention(Fq, keys)), tensor.Shape{T * NQ, f}))
-		a := must(Dense(att, b.p("prior.W0"), b.p("prior.b0"), actELU, true))
-		a = must(Dense(a, b.p("prior.W1"), b.p("prior.b1"), actELU, true))
-		mup := must(G.Reshape(must(Dense(a, b.p("prior.Wmu"), b.p("prior.bmu"), actNone, true)), tensor.Shape{T, NQ, f}))
-		lvp := must(G.Reshape(must(Dense(a, b.p("prior.Wlv"), b.p("prior.blv"), actNone, true)), tensor.Shape{T, NQ, f}))
-		if cfg.FlowLayers == 0 {
-			b.kl = must(G.Mean(must(GaussKL(mu, lv, mup, lvp))))
-		} else {
-			// log q0(ω₀) = −½Σε² − ½Σ log σ² − (d/2)·log 2π; the ε part and
-			// the constant come in as logq0c (T) since they carry no gradient.
-			b.logq0c = b.input("logq0c", T)
-			half := G.NewConstant(0.5)
-			logq0 := must(G.Sub(b.logq0c, must(G.Mul(half, must(G.Sum(lv, 1))))))
-			logp := must(GaussLogDensity(omega, mup, lvp))
-			b.kl = must(G.Sub(must(G.Mean(must(G.Sub(logq0, logdet)))), must(G.Mean(logp))))
-		}
-		b.loss = must(G.Add(b.data, must(G.Mul(G.NewConstant(cfg.KLWeight), b.kl))))
-		G.Read(b.kl, &b.r.klV)
-	}
-	if weight != 1 {
-		b.loss = must(G.Mul(G.NewConstant(weight), b.loss))
-	}
-	G.Read(b.loss, &b.r.lossV)
-	G.Read(b.data, &b.r.dataV)
-	return nil
-}
-
-// buildSummary builds a task stage's forward-only pass to the task
-// summaries s̄ (T,H) of its sh.T tasks, from their support rows.
-func buildSummary(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
-	defer catchBuild(sh, &err)
-	b := newBuilder(cfg, ps, sh)
-	b.x = b.input("xs", sh.T*sh.NS, inDim)
-	b.ys = b.input("ys", sh.T*sh.NS, outDim)
-	b.ctx = b.infer(b.embed(b.x), b.ys)
-	G.Read(b.ctx, &b.r.ctxV)
-	b.vm = G.NewTapeMachine(b.g)
-	return b.graph, nil
-}
-
-// buildSeededSummary builds a task stage's pass to s̄ whose loss is
-// Σ s̄⊙seed: with the seed holding ∂L/∂s̄ through the context LSTM, its
-// gradients are ψ's and the inference network's share along that path.
-func buildSeededSummary(cfg Config, ps *Params, inDim, outDim int, sh shape) (gr *graph, err error) {
-	defer catchBuild(sh, &err)
-	b := newBuilder(cfg, ps, sh)
-	b.x = b.input("xs", sh.T*sh.NS, inDim)
-	b.ys = b.input("ys", sh.T*sh.NS, outDim)
-	sbar := b.infer(b.embed(b.x), b.ys)
-	b.seedH = b.input("seed", sh.T, cfg.InferHidden)
-	b.loss = must(G.Sum(must(G.HadamardProd(sbar, b.seedH))))
-	return b.finish(b.params)
-}
-
-// buildTask builds a task stage's whole model for its sh.T tasks, except
-// the context LSTM, whose outputs (T, dirs·H) come in as an input whose
-// gradient is read back. The loss is weighted by the stage's share of the
-// meta-batch.
-func buildTask(cfg Config, ps *Params, inDim, outDim int, sh shape, weight float64) (gr *graph, err error) {
-	defer catchBuild(sh, &err)
-	b := newBuilder(cfg, ps, sh)
-	T, NS, NQ := sh.T, sh.NS, sh.NQ
-	b.x = b.input("x", T*(NS+NQ), inDim)
-	b.ys = b.input("ys", T*NS, outDim)
-	b.yq = b.input("yq", T*NQ, outDim)
-	F := b.embed(b.x)
-	Fs2 := must(Rows(F, 0, T*NS))
-	Fq2 := must(Rows(F, T*NS, T*(NS+NQ)))
-	var h *G.Node
-	wrt := b.params
-	if cfg.Kernel == KernelVRF {
-		h = b.infer(Fs2, b.ys)
-		if dirs := contextDirs(cfg); dirs > 0 {
-			b.hIn = b.input("context", T, dirs*cfg.InferHidden)
-			h = must(ConcatCols(h, b.hIn))
+		if in.iter == iter {
+			return in
 		}
 	}
-	if err := b.back(Fs2, Fq2, h, outDim, weight); err != nil {
-		return nil, err
-	}
-	wrt = b.params
-	if b.hIn != nil {
-		wrt = append(append([]*G.Node(nil), wrt...), b.hIn)
-	}
-	return b.finish(wrt)
+	in := &m.bufs[0]
+	m.prepare(iter, in, nil)
+	return in
 }
 
-// bindParams points every parameter node at the master data again: the
-// machine may have replaced a node's value with its dual value's.
-func (gr *graph) bindParams() error {
-	for i, n := range gr.params {
-		if err := G.Let(n, gr.paramVals[i]); err != nil {
-			return err
+// prefetch starts drawing iteration iter's data into the buffer that cur
+// is not using.
+func (m *Model) prefetch(iter int, cur *stepInput) {
+	next := &m.bufs[0]
+	if cur == next {
+		next = &m.bufs[1]
+	}
+	m.pending, m.ready = next, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		// A panic here (say, in a task source) would end the process;
+		// input raises it again on the model's goroutine, where Run turns
+		// it into an error.
+		defer func() { next.panic = recover() }()
+		m.prepare(iter, next, m.gate.wait)
+	}(m.ready)
+}
+
+// waitPrefetch lets a running prefetch finish, so that nothing touches the
+// model's buffers after the caller moves on.
+func (m *Model) waitPrefetch() {
+	if m.pending != nil {
+		<-m.ready
+		m.pending = nil
+	}
+}
+
+// run binds a batch, noise and context state to gr and executes it. When
+// state is non-nil it is advanced to the LSTM's final state. bound, if
+// set, is called once the inputs are copied into the graph.
+func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine: model run panicked: %v", r)
+		}
+	}()
+	if err := gr.bindParams(); err != nil {
+		return err
+	}
+	x := dataOf(gr.x.Value())
+	in := b.InDim
+	copy(x, b.XS[:b.T*b.NS*in])
+	copy(x[b.T*b.NS*in:], b.XQ[:b.T*b.NQ*in])
+	setInput(gr.ys, b.YS)
+	setInput(gr.yq, b.YQ)
+	setInput(gr.eps, nz.eps)
+	setInput(gr.phase, nz.phase)
+	setInput(gr.logq0c, nz.logq0c)
+	if state != nil {
+		for k := 0; k < 2; k++ {
+			setInput(gr.h0[k], state.H[k])
+			setInput(gr.c0[k], state.C[k])
 		}
 	}
-	return nil
-}
-
-// grads returns the gradient of every parameter, indexed like Params.List
-// (nil for parameters the graph does not read), and zeroes the machine's
-// accumulators (gorgonia adds into them across runs).
-func (gr *graph) grads(dst [][]float64, nParams int) ([][]float64, error) {
-	if len(dst) != nParams {
-		dst = make([][]float64, nParams)
+	if bound != nil {
+		bound()
 	}
-	for i := range dst {
-		dst[i] = dst[i][:0]
+	gr.setDropout(nz.dropSeed)
+	gr.vm.Reset()
+	if err := gr.vm.RunAll(); err != nil {
+		return err
 	}
-	return dst, gr.addGrads(dst)
-}
-
-// addGrads adds the gradient of every parameter the graph reads into
-// dst[index in Params.List], growing empty entries, and zeroes the
-// machine's accumulators.
-func (gr *graph) addGrads(dst [][]float64) error {
-	for i, n := range gr.params {
-		g, err := takeGrad(n)
-		if err != nil {
-			return err
-		}
-		k := gr.paramIdx[i]
-		if len(dst[k]) == 0 {
-			dst[k] = task.Grow(dst[k], len(g))
-			copy(dst[k], g)
-		} else {
-			for j, v := range g {
-				dst[k][j] += v
+	if state != nil {
+		for k := 0; k < 2; k++ {
+			if gr.lstm[k] != nil {
+				state.H[k], state.C[k] = gr.lstm[k].FinalState()
 			}
 		}
-		clear(g)
 	}
 	return nil
 }
 
-// takeGrad returns the gradient accumulator of n after a run; the caller
-// must clear it once read.
-func takeGrad(n *G.Node) ([]float64, error) {
-	gv, err := n.Grad()
+// IsNotPD reports whether err was caused by a kernel system K+λI that is
+// not positive definite (ops.ErrNotPD), also when err comes out of a
+// machine's run.
+func IsNotPD(err error) bool { return ops.IsNotPD(err) }
+
+// StepStats are the scalars of one training step.
+type StepStats struct {
+	Loss, Data, KL, Lambda, GradNorm float64
+}
+
+// Step runs training iteration iter (0-based) of the task stream, as Run
+// does each iteration: forward, backward and an update by opt (made by
+// NewOptimizer for this model). For benchmarks and custom loops.
+func (m *Model) Step(iter int, opt *Optimizer) (StepStats, error) {
+	return m.trainStep(iter, opt, &m.gradBuf)
+}
+
+// trainStep runs iteration iter (0-based) of the task stream: forward,
+// backward, and an optimizer update. On a non-finite loss or gradient the
+// parameters and carried state are left as they were.
+func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepStats, error) {
+	c := m.Cfg
+	sh := shape{T: c.MetaBatch, NS: c.SupportPoints(), NQ: c.QueryPoints(), train: true}
+	st, err := m.staged(sh)
 	if err != nil {
-		return nil, fmt.Errorf("engine: gradient of %s: %w", n.Name(), err)
+		return StepStats{}, err
 	}
-	gd, ok := gv.(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("engine: gradient of %s has type %T", n.Name(), gv)
+	in := m.input(iter)
+	next := m.State.clone()
+	// Once the inputs are copied into the graphs, their buffer is free and
+	// the next iteration's draw can overlap this one's forward and backward.
+	stats, err := st.run(m.Params, &in.batch, &in.noise, &next, func() { m.prefetch(iter+1, in) }, grads)
+	if err != nil {
+		m.waitPrefetch()
+		return stats, err
 	}
-	return gd.Data().([]float64), nil
-}
-
-func setInput(n *G.Node, data []float64) {
-	if n == nil {
-		return
+	if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
+		return stats, ErrNonFinite
 	}
-	copy(n.Value().(*tensor.Dense).Data().([]float64), data)
-}
-
-func scalarOf(v G.Value) float64 {
-	switch x := v.(type) {
-	case *G.F64:
-		return float64(*x)
-	case *tensor.Dense:
-		return x.Data().([]float64)[0]
+	if stats.GradNorm, err = opt.Step(m.Params.List, *grads); err != nil {
+		return stats, err
 	}
-	return 0
-}
-
-func dataOf(v G.Value) []float64 {
-	if d, ok := v.(*tensor.Dense); ok {
-		return d.Data().([]float64)
-	}
-	return nil
+	m.State = next
+	return stats, nil
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/ops"
 )
 
 // smallConfig is a model small enough for finite differences over the whole
@@ -71,6 +73,19 @@ func randomizeModel(m *Model, rng *rand.Rand) {
 	}
 }
 
+// useFloat64 switches a graph's float32 kernels (flow, convolution) to
+// their float64 twins, for finite differences.
+func useFloat64(gr *graph) {
+	if gr.flow != nil {
+		gr.flow.Kernel().UseFloat64()
+	}
+	for _, n := range gr.g.AllNodes() {
+		if op, ok := n.Op().(*ops.ConvOp); ok {
+			op.Kernel().UseFloat64()
+		}
+	}
+}
+
 // checkModelFD randomizes m and compares the gradient of its one-graph
 // training loss (float32 kernels switched to their float64 twins) with
 // central finite differences at a few coordinates of every parameter.
@@ -114,6 +129,19 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	if checked == 0 {
 		t.Fatal("no parameters checked")
 	}
+}
+
+// centralDiff is the central finite difference of f in x[j], step 1e-6;
+// x[j] is restored.
+func centralDiff(x []float64, j int, f func() float64) float64 {
+	const h = 1e-6
+	v := x[j]
+	x[j] = v + h
+	fp := f()
+	x[j] = v - h
+	fm := f()
+	x[j] = v
+	return (fp - fm) / (2 * h)
 }
 
 func TestDisplaySnapshots(t *testing.T) {
@@ -217,13 +245,33 @@ func TestOptimizers(t *testing.T) {
 	}
 }
 
-// SGD with momentum and clipping trains the sine model too.
+// SGD with momentum and clipping trains the sine model too: 60 steps
+// bring the evaluation MSE on fixed tasks well below the untrained
+// model's (2.58 → 1.83).
 func TestSGDTrains(t *testing.T) {
 	cfg := tinyConfig("vrf", 60)
-	cfg.Optimizer, cfg.LR, cfg.ClipNorm = "sgd", 0.01, 5
-	res, err := Run(context.Background(), cfg, sineLike{}, RunOptions{SkipEval: true}, nil)
-	if err != nil || math.IsNaN(res.Last.Loss) {
-		t.Fatalf("SGD run: %v, loss %v", err, res.Last.Loss)
+	cfg.Optimizer, cfg.LR, cfg.ClipNorm = "sgd", 0.001, 5
+	m, err := NewModel(cfg, sineLike{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opt := NewOptimizer(cfg, m.Params.List)
+	eval := func() float64 {
+		res, err := m.Evaluate(50, 20, 1, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Mean
+	}
+	before := eval()
+	for i := range cfg.Iters {
+		if _, err := m.Step(i, opt); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	if after := eval(); !(after < 0.85*before) {
+		t.Fatalf("evaluation MSE %.4f after %d SGD steps, %.4f before: not trained", after, cfg.Iters, before)
 	}
 }
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/ops"
 	"gonum.org/v1/gonum/floats"
 )
 
@@ -27,6 +27,8 @@ type Optimizer struct {
 	Steps    int         `json:"steps"`
 	M        [][]float64 `json:"m"` // Adam first moments or SGD velocity
 	V        [][]float64 `json:"v"` // Adam second moments
+
+	chunks [][3]int // the work units of the last Step (see optimChunks)
 }
 
 // NewOptimizer returns an optimizer with zeroed state for params.
@@ -79,36 +81,51 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 	b2c := 1 - math.Pow(o.Beta2, float64(o.Steps))
 	step := o.LR * math.Sqrt(b2c) / b1c
 	// The update is element-wise, so splitting the big parameters (the
-	// flow's ~150k) across both cores cannot change a single bit.
-	var wg sync.WaitGroup
-	for i, p := range params {
+	// flow's ~150k) into chunks over the cores cannot change a single bit.
+	o.chunks = optimChunks(o.chunks, params)
+	var work float64
+	for _, p := range params {
+		work += float64(len(p.Data))
+	}
+	optimPool.For(len(o.chunks), optimWork*work, func(c int) {
+		ch := o.chunks[c]
+		i, lo, hi := ch[0], ch[1], ch[2]
+		p := params[i]
 		lr := 1.0
 		if i < len(o.Scale) {
 			lr = o.Scale[i]
 		}
-		for lo := 0; lo < len(p.Data); lo += optimChunk {
-			hi := min(lo+optimChunk, len(p.Data))
-			update := func() {
-				if o.Kind == "adam" {
-					adamUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], o.V[i][lo:hi], scale, lr*step, o.Beta1, o.Beta2, o.Eps)
-				} else {
-					sgdUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], scale, lr*o.LR, o.Momentum)
-				}
-			}
-			if len(p.Data) <= optimChunk {
-				update()
-				continue
-			}
-			wg.Go(update)
+		if o.Kind == "adam" {
+			adamUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], o.V[i][lo:hi], scale, lr*step, o.Beta1, o.Beta2, o.Eps)
+		} else {
+			sgdUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], scale, lr*o.LR, o.Momentum)
 		}
-	}
-	wg.Wait()
+	})
 	return norm, nil
 }
 
-// optimChunk is the slice of a parameter one goroutine updates; smaller
-// parameters are updated inline, where a goroutine would cost more.
+// optimPool runs the optimizers' updates, between a model's stages: all
+// cores are theirs.
+var optimPool ops.Pool
+
+// optimChunk is the slice of a parameter one goroutine updates at a time.
 const optimChunk = 1 << 15
+
+// optimWork is the estimated cost of updating one element, in the units of
+// ops.Pool.For's threshold (about a nanosecond).
+const optimWork = 4
+
+// optimChunks returns (into buf) the chunks of params an update is split
+// into: parameter index, first and end element.
+func optimChunks(buf [][3]int, params []*Param) [][3]int {
+	buf = buf[:0]
+	for i, p := range params {
+		for lo := 0; lo < len(p.Data); lo += optimChunk {
+			buf = append(buf, [3]int{i, lo, min(lo+optimChunk, len(p.Data))})
+		}
+	}
+	return buf
+}
 
 // adamUpdate is one Adam step on a chunk; dgemm.Adam runs it four lanes
 // at a time, bit-identical to the scalar loop.

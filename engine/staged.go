@@ -2,8 +2,8 @@ package engine
 
 import (
 	"fmt"
-	"sync"
 
+	"github.com/mkbench/mkbench/engine/ops"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -40,6 +40,7 @@ type staged struct {
 	tasks  []*graph  // step 3, one per range
 	sums   []*graph  // step 1, with context only
 	seeded []*graph  // step 5, with context only
+	pool   *ops.Pool // the model's: runs the task stages
 	gate   *busyGate // the model's: closed while the task stages run
 	// mlp does steps 1 and 5 without graphs when ψ is an MLP and the
 	// inference network sees support points (regression): see mlpSummary.
@@ -49,34 +50,30 @@ type staged struct {
 
 	// The context LSTM, run outside gorgonia.
 	dirs         int
-	lstm         [2]LSTMCache
+	lstm         [2]ops.LSTMCache
 	lstmW, lstmB [2]int // parameter indices
 	sbar, dSbar  []float64
 	out, dOut    [2][]float64
 }
 
 func (m *Model) staged(sh shape) (*staged, error) {
-	if st, ok := m.stages[sh]; ok {
-		return st, nil
-	}
-	buildMu.Lock()
-	st, err := buildStaged(m.Cfg, m.Params, m.Src.InDim(), m.Src.OutDim(), sh)
-	buildMu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	st.gate = &m.gate
-	m.stages[sh] = st
-	return st, nil
+	return built(m.stages, sh, func() (*staged, error) {
+		st, err := buildStaged(m.blueprint(), sh)
+		if err == nil {
+			st.gate = &m.gate
+		}
+		return st, err
+	})
 }
 
-func buildStaged(cfg Config, ps *Params, inDim, outDim int, sh shape) (*staged, error) {
-	st := &staged{cfg: cfg, dirs: contextDirs(cfg)}
+func buildStaged(bp blueprint, sh shape) (*staged, error) {
+	cfg, ps := bp.cfg, bp.ps
+	st := &staged{cfg: cfg, pool: bp.pool, dirs: contextDirs(cfg)}
 	if cfg.Kernel != KernelVRF {
 		st.dirs = 0
 	}
 	if st.dirs > 0 && cfg.Conv == nil && !cfg.Classify() {
-		st.mlp = newMLPSummary(cfg, ps, inDim, outDim)
+		st.mlp = newMLPSummary(cfg, ps, bp.inDim, bp.outDim)
 	}
 	n := min(taskStages, sh.T)
 	for r := 0; r <= n; r++ {
@@ -87,7 +84,7 @@ func buildStaged(cfg Config, ps *Params, inDim, outDim int, sh shape) (*staged, 
 		part.T = st.lo[r+1] - st.lo[r]
 		share := float64(part.T) / float64(sh.T)
 		st.shares = append(st.shares, share)
-		gr, err := buildTask(cfg, ps, inDim, outDim, part, share)
+		gr, err := buildTask(bp, part, share)
 		if err != nil {
 			st.close()
 			return nil, err
@@ -96,9 +93,9 @@ func buildStaged(cfg Config, ps *Params, inDim, outDim int, sh shape) (*staged, 
 		if st.dirs == 0 || st.mlp != nil {
 			continue
 		}
-		if gr, err = buildSummary(cfg, ps, inDim, outDim, part); err == nil {
+		if gr, err = buildSummary(bp, part); err == nil {
 			st.sums = append(st.sums, gr)
-			gr, err = buildSeededSummary(cfg, ps, inDim, outDim, part)
+			gr, err = buildSeededSummary(bp, part)
 		}
 		if err != nil {
 			st.close()
@@ -129,37 +126,26 @@ func (st *staged) close() {
 	}
 }
 
-// parallel runs fn(r) for every task range, the last on this goroutine,
-// and returns the first error. A panic in fn becomes an error.
+// parallel runs fn(r) for every task range as the stages of the model's
+// pool, and returns the first error. A panic in fn becomes an error.
 func (st *staged) parallel(fn func(r int) error) error {
 	errs := make([]error, len(st.tasks))
-	var wg sync.WaitGroup
 	if st.gate != nil {
 		st.gate.set(true)
 	}
-	stagesRunning.Add(int32(len(st.tasks)))
-	for r := range st.tasks {
-		run := func() {
-			defer func() {
-				if p := recover(); p != nil {
-					errs[r] = fmt.Errorf("engine: model run panicked: %v", p)
-				}
-			}()
-			if st.gate != nil {
-				// The first range to finish frees a core: the draw may
-				// use it while the other range completes.
-				defer st.gate.set(false)
+	st.pool.Stages(len(st.tasks), func(r int) {
+		defer func() {
+			if p := recover(); p != nil {
+				errs[r] = fmt.Errorf("engine: model run panicked: %v", p)
 			}
-			errs[r] = fn(r)
+		}()
+		if st.gate != nil {
+			// The first range to finish frees a core: the draw may
+			// use it while the other range completes.
+			defer st.gate.set(false)
 		}
-		if r == len(st.tasks)-1 {
-			run()
-		} else {
-			wg.Go(run)
-		}
-	}
-	wg.Wait()
-	stagesRunning.Add(-int32(len(st.tasks)))
+		errs[r] = fn(r)
+	})
 	for _, e := range errs {
 		if e != nil {
 			return e
@@ -172,7 +158,7 @@ func (st *staged) parallel(fn func(r int) error) error {
 // ops from 0, and equal seeds would give equal masks to the images at the
 // same place in different ranges. The summary and seeded-summary passes of
 // a range share it, so both see the same masks.
-func rangeSeed(seed uint64, r int) uint64 { return seed ^ uint64(r+1)*0x9e3779b97f4a7c15 }
+func rangeSeed(seed uint64, r int) uint64 { return seed ^ uint64(r+1)*task.Gamma }
 
 func runGraph(gr *graph, dropSeed uint64) error {
 	if err := gr.bindParams(); err != nil {
@@ -240,7 +226,7 @@ func (st *staged) run(ps *Params, b *task.Batch, nz *noise, state *LSTMState, bo
 		}
 		for k := 0; k < st.dirs; k++ {
 			st.out[k] = task.Grow(st.out[k], T*H)
-			LSTMForward(&st.lstm[k], st.sbar, ps.List[st.lstmW[k]].Data, ps.List[st.lstmB[k]].Data,
+			ops.LSTMForward(&st.lstm[k], st.sbar, ps.List[st.lstmW[k]].Data, ps.List[st.lstmB[k]].Data,
 				state.H[k], state.C[k], T, H, H, k == 1, st.out[k])
 		}
 		cd := st.dirs * H
@@ -306,7 +292,7 @@ func (st *staged) run(ps *Params, b *task.Batch, nz *noise, state *LSTMState, bo
 		dw := task.Grow((*grads)[st.lstmW[k]], len(w.Data))
 		db := task.Grow((*grads)[st.lstmB[k]], len(bias.Data))
 		dx = task.Grow(dx, T*H)
-		LSTMBackward(&st.lstm[k], st.sbar, w.Data, st.dOut[k], dx, dw, db)
+		ops.LSTMBackward(&st.lstm[k], st.sbar, w.Data, st.dOut[k], dx, dw, db)
 		(*grads)[st.lstmW[k]], (*grads)[st.lstmB[k]] = dw, db
 		for i, v := range dx {
 			st.dSbar[i] += v

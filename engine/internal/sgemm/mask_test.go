@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // TestBernoulliMask compares the kernels with the definition, at lengths
@@ -22,7 +24,7 @@ func TestBernoulliMask(t *testing.T) {
 				}
 				BernoulliMask(m, key, thr)
 				for i, v := range m {
-					z := SplitMix(key + uint64(i/2+1)*splitMixGamma)
+					z := SplitMix(key + uint64(i/2+1)*task.Gamma)
 					u := z << 32 >> 32
 					if i%2 == 1 {
 						u = z >> 32
@@ -40,6 +42,13 @@ func TestBernoulliMask(t *testing.T) {
 			for _, m := range masks[1:] {
 				if !slices.Equal(m, masks[0]) {
 					t.Fatalf("thr=%d n=%d: kernels disagree", thr, n)
+				}
+			}
+			m64 := make([]float64, n)
+			BernoulliMaskAny(m64, key, thr)
+			for i, v := range m64 {
+				if float32(v) != masks[0][i] {
+					t.Fatalf("thr=%d n=%d i=%d: BernoulliMaskAny gives %g, BernoulliMask %g", thr, n, i, v, masks[0][i])
 				}
 			}
 		}

@@ -1,8 +1,0 @@
-//go:build !(linux || darwin)
-
-package engine
-
-import "time"
-
-// convCPUTime is not measured here; the benchmarks then omit cpu-ms/op.
-func convCPUTime() time.Duration { return 0 }

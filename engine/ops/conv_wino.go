@@ -1,0 +1,306 @@
+package ops
+
+import "github.com/mkbench/mkbench/engine/internal/sgemm"
+
+// The Winograd path of a block: F(2×2, 3×3) (see internal/sgemm/wino.go for
+// the transforms). A 2×2 output tile is exactly a 2×2 pooling window, so
+// the output transform finishes the block (bias, ReLU, dropout, pooling)
+// without writing the pre-pool map, and its backward starts from the
+// pooled gradient. Tile (ty, tx) reads rows 2ty−1 … 2ty+2 and columns
+// 2tx−1 … 2tx+2 of the image, zero outside: the image is copied into a
+// zero-bordered buffer of (2·ho+2)×(2·wo+2) pixels first.
+//
+// Per group of n images, T = n·po tiles: V (16 matrices T×cin) = input
+// transforms, M[ξ] = V[ξ]·U[ξ] (16 products T×cin by cin×F), output
+// transforms. Backward: dM from the pooled gradient, dU[ξ] += V[ξ]ᵀ·dM[ξ]
+// (summed in the Winograd domain over the chunk and transformed to the
+// 3×3 filters once, in the reduction), dV[ξ] = dM[ξ]·U[ξ]ᵀ and the
+// transposed input transform accumulated onto the padded input gradient.
+
+// winoPad copies the h×w×c image img into the zero-bordered buffer pad of
+// the block's Winograd tiles: pixel (y, x) at ((y+1)·pw + x+1)·c.
+func winoPad[F float](pad, img []F, ly convLayer) {
+	c, pw, ph := ly.cin, 2*ly.wo+2, 2*ly.ho+2
+	clear(pad[:pw*c])
+	for y := 0; y < ly.h; y++ {
+		row := pad[(y+1)*pw*c : (y+2)*pw*c]
+		clear(row[:c])
+		copy(row[c:(ly.w+1)*c], img[y*ly.w*c:(y+1)*ly.w*c])
+		clear(row[(ly.w+1)*c:])
+	}
+	clear(pad[(ly.h+1)*pw*c : ph*pw*c])
+}
+
+// winoInputs writes the input transforms of images g0 … g1−1 of block l
+// into sc.wv (16 matrices of T×cin).
+func (k *convCore[F]) winoInputs(l, g0, g1 int, sc *convScratch[F]) {
+	ly := k.ls[l]
+	c, pw := ly.cin, 2*ly.wo+2
+	T := (g1 - g0) * ly.po
+	for i := 0; i < g1-g0; i++ {
+		winoPad(sc.pad, k.act[l][(g0+i)*ly.p*c:(g0+i+1)*ly.p*c], ly)
+		for ty := 0; ty < ly.ho; ty++ {
+			for tx := 0; tx < ly.wo; tx++ {
+				t := i*ly.po + ty*ly.wo + tx
+				k.fm.winoIn(sc.wv[t*c:], T*c, sc.pad[(2*ty*pw+2*tx)*c:], pw*c, c)
+			}
+		}
+	}
+}
+
+// winoFlags tells the output kernels which cells of tile (ty, tx) the map
+// lacks.
+func winoFlags(ly convLayer, ty, tx int) int {
+	f := 0
+	if 2*tx+1 >= ly.w {
+		f |= sgemm.WinoNoCol1
+	}
+	if 2*ty+1 >= ly.h {
+		f |= sgemm.WinoNoRow1
+	}
+	return f
+}
+
+// forwardWino runs block l for images g0 … g1−1.
+func (k *convCore[F]) forwardWino(l, g0, g1 int, sc *convScratch[F]) {
+	ly, nf := k.ls[l], k.spec.Filters
+	c, n := ly.cin, g1-g0
+	T := n * ly.po
+	k.winoInputs(l, g0, g1, sc)
+	for x := 0; x < 16; x++ {
+		k.fm.gemm(&sc.ws, false, false, T, nf, c, 1, sc.wv[x*T*c:], c, k.u[l][x*c*nf:], nf, 0, sc.wm[x*T*nf:], nf, false)
+	}
+	var masks []F
+	if k.train {
+		masks = sc.mask[:T*4*nf]
+		for i := 0; i < n; i++ {
+			k.fm.mask(masks[i*ly.po*4*nf:(i+1)*ly.po*4*nf], convMaskKey(k.seed, k.stream, g0+i, l), k.thr)
+		}
+	}
+	for i := 0; i < n; i++ {
+		o := (g0 + i) * ly.po * nf
+		out, arg := k.act[l+1][o:o+ly.po*nf], k.arg[l][o:o+ly.po*nf]
+		for ty := 0; ty < ly.ho; ty++ {
+			for tx := 0; tx < ly.wo; tx++ {
+				wi := ty*ly.wo + tx
+				t := i*ly.po + wi
+				var m []F
+				if masks != nil {
+					m = masks[t*4*nf : (t+1)*4*nf]
+				}
+				k.fm.winoOutPool(out[wi*nf:(wi+1)*nf], arg[wi*nf:(wi+1)*nf], sc.wm[t*nf:], T*nf, k.bias[l], k.alpha, m, winoFlags(ly, ty, tx))
+			}
+		}
+	}
+}
+
+// backwardWino back-propagates block l for images g0 … g1−1 of the chunk
+// that starts at image lo: gin holds the gradient w.r.t. the chunk's
+// pooled outputs, gout receives the one w.r.t. its inputs (l > 0), gw is
+// the block's partial (dU, 16 matrices cin×F, then the bias), which the
+// products overwrite if beta is 0.
+func (k *convCore[F]) backwardWino(l, lo, g0, g1 int, gin, gout, gw []F, beta F, sc *convScratch[F]) {
+	ly, nf := k.ls[l], k.spec.Filters
+	c, n := ly.cin, g1-g0
+	T := n * ly.po
+	k.winoInputs(l, g0, g1, sc)
+	db := gw[16*c*nf:]
+	for i := 0; i < n; i++ {
+		o := (g0 + i) * ly.po * nf
+		gi := gin[(g0-lo+i)*ly.po*nf:][:ly.po*nf]
+		out, arg := k.act[l+1][o:o+ly.po*nf], k.arg[l][o:o+ly.po*nf]
+		for wi := 0; wi < ly.po; wi++ {
+			t := i*ly.po + wi
+			k.fm.winoGradOut(sc.wm[t*nf:], T*nf, db, gi[wi*nf:(wi+1)*nf], out[wi*nf:(wi+1)*nf], arg[wi*nf:(wi+1)*nf], k.alpha)
+		}
+	}
+	for x := 0; x < 16; x++ {
+		k.fm.gemm(&sc.ws, true, false, c, nf, T, 1, sc.wv[x*T*c:], c, sc.wm[x*T*nf:], nf, beta, gw[x*c*nf:], nf, false)
+	}
+	if l == 0 {
+		return
+	}
+	// dV overwrites V, whose last use was the products above.
+	for x := 0; x < 16; x++ {
+		k.fm.gemm(&sc.ws, false, false, T, c, nf, 1, sc.wm[x*T*nf:], nf, k.ut[l][x*nf*c:], c, 0, sc.wv[x*T*c:], c, false)
+	}
+	pw, ph := 2*ly.wo+2, 2*ly.ho+2
+	pad := sc.pad[:ph*pw*c]
+	for i := 0; i < n; i++ {
+		clear(pad)
+		for ty := 0; ty < ly.ho; ty++ {
+			for tx := 0; tx < ly.wo; tx++ {
+				t := i*ly.po + ty*ly.wo + tx
+				k.fm.winoInT(pad[(2*ty*pw+2*tx)*c:], pw*c, sc.wv[t*c:], T*c, c)
+			}
+		}
+		g := gout[(g0-lo+i)*ly.p*c : (g0-lo+i+1)*ly.p*c]
+		for y := 0; y < ly.h; y++ {
+			copy(g[y*ly.w*c:(y+1)*ly.w*c], pad[((y+1)*pw+1)*c:((y+1)*pw+1+ly.w)*c])
+		}
+	}
+}
+
+// setupWino transforms the filters of block l: U = G·g·Gᵀ for every input
+// channel c and filter f, g[u][v] = W[f][c·9 + 3u + v], computed in
+// float64. The loops follow W's layout and write the transposed matrices
+// (filter-major) contiguously; the channel-major ones the forward products
+// read are made from them by blocked transposes.
+func (k *convCore[F]) setupWino(l int, w, b []float64) {
+	ly, nf := k.ls[l], k.spec.Filters
+	c := ly.cin
+	ut := k.ut[l]
+	for f := 0; f < nf; f++ {
+		k.bias[l][f] = F(b[f])
+		for ci := 0; ci < c; ci++ {
+			g := w[f*9*c+ci*9 : f*9*c+ci*9+9]
+			var t [4][3]float64 // G·g
+			for v := 0; v < 3; v++ {
+				t[0][v], t[1][v], t[2][v], t[3][v] = g[v], (g[v]+g[3+v]+g[6+v])/2, (g[v]-g[3+v]+g[6+v])/2, g[6+v]
+			}
+			for r := 0; r < 4; r++ {
+				row := [4]float64{t[r][0], (t[r][0] + t[r][1] + t[r][2]) / 2, (t[r][0] - t[r][1] + t[r][2]) / 2, t[r][2]}
+				for s, v := range row {
+					ut[((4*r+s)*nf+f)*c+ci] = F(v)
+				}
+			}
+		}
+	}
+	for x := 0; x < 16; x++ {
+		k.fm.transpose(k.u[l][x*c*nf:], nf, ut[x*nf*c:], c, nf, c)
+	}
+}
+
+// reduceWino sums the chunk partials of dU for input channels c0 … c1−1 of
+// block l, maps them to the filters (dg = Gᵀ·dU·G) and writes them into
+// gw; the unit with c0 = 0 also writes the bias gradient gb. sums is the
+// unit's buffer (convReduceLen).
+func (k *convCore[F]) reduceWino(l, c0, c1 int, gw, gb, sums []float64) {
+	ly, nf := k.ls[l], k.spec.Filters
+	c := ly.cin
+	off := k.partOff[l]
+	const fb = convReduceLen / 16 // filters at a time
+	for f0 := 0; f0 < nf; f0 += fb {
+		f1 := min(f0+fb, nf)
+		for ci := c0; ci < c1; ci++ {
+			for x := 0; x < 16; x++ {
+				k.sumParts(sums[x*fb:x*fb+f1-f0], off+(x*c+ci)*nf+f0)
+			}
+			for f := f0; f < f1; f++ {
+				var t [3][4]float64 // Gᵀ·dU
+				for s := 0; s < 4; s++ {
+					j := f - f0
+					q0, q1, q2, q3 := sums[s*fb+j], sums[(4+s)*fb+j], sums[(8+s)*fb+j], sums[(12+s)*fb+j]
+					t[0][s], t[1][s], t[2][s] = q0+(q1+q2)/2, (q1-q2)/2, (q1+q2)/2+q3
+				}
+				for u := 0; u < 3; u++ {
+					q0, q1, q2, q3 := t[u][0], t[u][1], t[u][2], t[u][3]
+					o := f*9*c + ci*9 + 3*u
+					gw[o], gw[o+1], gw[o+2] = q0+(q1+q2)/2, (q1-q2)/2, (q1+q2)/2+q3
+				}
+			}
+		}
+	}
+	if c0 == 0 {
+		for f0 := 0; f0 < nf; f0 += len(sums) {
+			f1 := min(f0+len(sums), nf)
+			k.sumParts(sums[:f1-f0], off+16*c*nf+f0)
+			copy(gb[f0:f1], sums[:f1-f0])
+		}
+	}
+}
+
+// convWinoIn, convWinoOutPool, convWinoGradOut and convWinoInT are the
+// sgemm tile kernels in any precision, the same expressions in the same
+// order (TestConvWinoKernelsMatchSgemm).
+func convWinoIn[F float](v []F, ldv int, src []F, lds, c int) {
+	for k := 0; k < c; k++ {
+		var t [4][4]F
+		for b := 0; b < 4; b++ {
+			d0, d1, d2, d3 := src[b*c+k], src[lds+b*c+k], src[2*lds+b*c+k], src[3*lds+b*c+k]
+			t[0][b], t[1][b], t[2][b], t[3][b] = d0-d2, d1+d2, d2-d1, d1-d3
+		}
+		for r := 0; r < 4; r++ {
+			o := 4 * r * ldv
+			v[o+k] = t[r][0] - t[r][2]
+			v[o+ldv+k] = t[r][1] + t[r][2]
+			v[o+2*ldv+k] = t[r][2] - t[r][1]
+			v[o+3*ldv+k] = t[r][1] - t[r][3]
+		}
+	}
+}
+
+func convWinoOutPool[F float](out []F, arg []uint8, m []F, ldm int, bias []F, alpha F, mask []F, flags int) {
+	n := len(out)
+	for k := 0; k < n; k++ {
+		var t [2][4]F
+		for s := 0; s < 4; s++ {
+			m0, m1, m2, m3 := m[s*ldm+k], m[(4+s)*ldm+k], m[(8+s)*ldm+k], m[(12+s)*ldm+k]
+			t[0][s] = (m0 + m1) + m2
+			t[1][s] = (m1 - m2) - m3
+		}
+		var y [4]F
+		for r := 0; r < 2; r++ {
+			y[2*r] = (t[r][0] + t[r][1]) + t[r][2]
+			y[2*r+1] = (t[r][1] - t[r][2]) - t[r][3]
+		}
+		for q := range y {
+			v := (y[q] + bias[k]) * alpha
+			if v < 0 {
+				v = 0
+			}
+			if mask != nil && !(mask[q*n+k] > 0) {
+				v = 0
+			}
+			y[q] = v
+		}
+		if flags&sgemm.WinoNoCol1 != 0 {
+			y[1], y[3] = y[0], y[2]
+		}
+		if flags&sgemm.WinoNoRow1 != 0 {
+			y[2], y[3] = y[0], y[1]
+		}
+		mx, a := y[0], uint8(0)
+		for q := 1; q < 4; q++ {
+			if v := y[q]; v > mx || v != v {
+				mx, a = v, uint8(q)
+			}
+		}
+		out[k], arg[k] = mx, a
+	}
+}
+
+func convWinoGradOut[F float](dm []F, ldm int, db, g, out []F, arg []uint8, alpha F) {
+	colA := [2][4]F{{1, 1, 1, 0}, {0, 1, -1, -1}}
+	for k := range g {
+		var v F
+		if out[k] > 0 {
+			v = alpha * g[k]
+		}
+		db[k] += v
+		a, b := &colA[arg[k]>>1&1], &colA[arg[k]&1]
+		for r := 0; r < 4; r++ {
+			va := v * a[r]
+			for s := 0; s < 4; s++ {
+				dm[(4*r+s)*ldm+k] = va * b[s]
+			}
+		}
+	}
+}
+
+func convWinoInT[F float](dst []F, ldd int, dv []F, ldv, c int) {
+	for k := 0; k < c; k++ {
+		var t [4][4]F
+		for s := 0; s < 4; s++ {
+			d0, d1, d2, d3 := dv[s*ldv+k], dv[(4+s)*ldv+k], dv[(8+s)*ldv+k], dv[(12+s)*ldv+k]
+			t[0][s], t[1][s], t[2][s], t[3][s] = d0, (d1-d2)+d3, (d1+d2)-d0, -d3
+		}
+		for a := 0; a < 4; a++ {
+			row := dst[a*ldd:]
+			row[k] += t[a][0]
+			row[c+k] += (t[a][1] - t[a][2]) + t[a][3]
+			row[2*c+k] += (t[a][1] + t[a][2]) - t[a][0]
+			row[3*c+k] += -t[a][3]
+		}
+	}
+}

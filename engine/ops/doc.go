@@ -1,0 +1,41 @@
+// Package ops is the numerics layer of the engine: the kernels of the
+// MetaKernel model on plain float64 slices, and gorgonia ops that run them
+// inside a graph, each with a hand-written gradient that a finite-difference
+// test checks.
+//
+// Files go by piece and responsibility: a piece's spec (flow_spec.go,
+// conv_spec.go), its kernel (flow_kernel.go and flow_backward.go, conv.go,
+// conv_wino.go and conv_math.go, krr.go, lstm.go, rff.go, rbf.go,
+// attention.go), its gorgonia ops (flow_op.go, conv_op.go, krr_op.go,
+// lstm_op.go; the smaller pieces keep kernel and op in one file), and its
+// float64 reference in the tests (flow_ref_test.go, conv_ref_test.go). The
+// flow and the convolution share their float32/float64 helpers (float.go).
+// The small ops of the ELBO and the graph plumbing (dense.go, gauss.go,
+// classify.go, bmm.go, shapeops.go) are pairs of forward and backward
+// kernels adapted by kernelOp (kernelop.go).
+//
+// Every op embeds opBase (op.go), which supplies the parts of gorgonia's Op
+// interface that are the same for all of them and gives each instance its
+// own identity: gorgonia merges nodes whose ops hash equal, and these ops
+// keep per-instance caches. An op and its gradient ops share those caches
+// (factors, weights, forward intermediates), so a graph must be run by one
+// machine at a time, as gorgonia requires anyway. Ops write their outputs
+// into storage they own (ownedTensor) rather than allocating each step, so
+// a value read out of a run is overwritten by the next one. How ops read
+// their inputs and choose where to write is in values.go.
+//
+// Work is spread over goroutines by a Pool (pool.go), one per model: its
+// For loops over tasks, and its teams run the flow's and the convolution's
+// chunks without allocating. Each index runs wholly on one goroutine and
+// kernels split their work at fixed points, so results are bit-identical
+// whatever the number of cores. While a model runs its training step as
+// concurrent stages (Pool.Stages), that model's ops keep to one goroutine
+// each.
+//
+// The coupling flow and the convolution, the largest costs, compute in
+// float32 with the AVX2/FMA kernels of internal/sgemm; their float64
+// instantiation of the same code (UseFloat64) is what the finite-difference
+// tests check. Everything else computes in float64, its matrix products on
+// our dgemm, directly or through gonum's and gorgonia's BLAS once
+// UseFastBLAS has installed it there.
+package ops
