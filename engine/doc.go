@@ -27,9 +27,17 @@
 // stage of a training step), model.go holds a Model (its parameters, carried
 // context, graphs and per-model ops.Pool) and runs a graph, staged.go is the
 // training step, mlp_summary.go its graph-free task summaries, optim.go the
-// optimizer, eval.go evaluation and the display snapshot, and run.go,
-// checkpoint.go and control.go the run loop, its checkpoints and the
-// commands a UI sends it.
+// optimizer, and eval.go evaluation and the display snapshot.
+//
+// Run trains with a Loop (loop.go): the loop runs the steps and keeps the
+// iteration count and the training time, and everything else a run does is
+// a hook attached to it for that run only: the control commands a UI sends
+// (control.go), the time budget and the step itself (run.go), metrics.jsonl
+// rows (hooks_metrics.go), validation and best.gob (hooks_val.go), observer
+// snapshots (hooks_report.go), periodic and final checkpoints
+// (hooks_checkpoint.go, checkpoint.go), and the final evaluation and
+// summary.json (run_eval.go). runfiles.go holds the run directory's file
+// names and formats.
 //
 // A training step is staged (staged.go): the meta-batch is split into two
 // task ranges whose graphs run concurrently as the stages of the model's

@@ -29,6 +29,9 @@ type Optimizer struct {
 	V        [][]float64 `json:"v"` // Adam second moments
 
 	chunks [][3]int // the work units of the last Step (see optimChunks)
+	// pool runs the updates; they come between a model's stages, so all
+	// cores are theirs, which is what a nil pool gives.
+	pool *ops.Pool
 }
 
 // NewOptimizer returns an optimizer with zeroed state for params.
@@ -87,7 +90,7 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 	for _, p := range params {
 		work += float64(len(p.Data))
 	}
-	optimPool.For(len(o.chunks), optimWork*work, func(c int) {
+	o.pool.For(len(o.chunks), optimWork*work, func(c int) {
 		ch := o.chunks[c]
 		i, lo, hi := ch[0], ch[1], ch[2]
 		p := params[i]
@@ -103,10 +106,6 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 	})
 	return norm, nil
 }
-
-// optimPool runs the optimizers' updates, between a model's stages: all
-// cores are theirs.
-var optimPool ops.Pool
 
 // optimChunk is the slice of a parameter one goroutine updates at a time.
 const optimChunk = 1 << 15

@@ -88,7 +88,7 @@ func (c MAMLConfig) Validate() error {
 	return nil
 }
 
-// Random streams: the engine's stream numbers (engine/model_run.go,
+// Random streams: the engine's stream numbers (engine/model.go,
 // unexported there), drawn through task.Stream as the engine draws them:
 // every draw comes from a PCG seeded by (seed, stream, index). With the same seed MAML thus
 // trains on the very tasks MetaKernel trains on (iteration i's batch is
