@@ -28,6 +28,10 @@ type ObserverFunc func(Snapshot) error
 // Observe calls f.
 func (f ObserverFunc) Observe(s Snapshot) error { return f(s) }
 
+// maxETA caps Remaining: beyond it a time.Duration would overflow, and no
+// one waits longer anyway.
+const maxETA = 100 * 365 * 24 * time.Hour
+
 // Remaining is the time the iterations from done to total take at perSec
 // iterations a second; negative when the rate is not known or nothing
 // is left.
@@ -35,7 +39,11 @@ func Remaining(done, total int, perSec float64) time.Duration {
 	if perSec <= 0 || total <= done {
 		return -1
 	}
-	return time.Duration(float64(total-done) / perSec * float64(time.Second))
+	sec := float64(total-done) / perSec
+	if !(sec < maxETA.Seconds()) {
+		return maxETA
+	}
+	return time.Duration(sec * float64(time.Second))
 }
 
 // FormatETA formats a remaining time to the second, "–" when unknown

@@ -202,3 +202,17 @@ func TestLoopStepDoesNotAllocate(t *testing.T) {
 		t.Fatalf("10 steps allocate %v, 1000 steps %v", a, b)
 	}
 }
+
+// An absurd budget (--iters 1e12 at a few iterations a second) gives a
+// long ETA, never a negative one from an overflowed Duration.
+func TestRemainingNeverOverflows(t *testing.T) {
+	if d := Remaining(0, 1e12, 0.5); d <= 0 || FormatETA(d) == "–" {
+		t.Fatalf("Remaining(0, 1e12, 0.5) = %v", d)
+	}
+	if d := Remaining(10, 110, 2); d != 50*time.Second {
+		t.Fatalf("Remaining(10, 110, 2) = %v", d)
+	}
+	if Remaining(5, 5, 2) >= 0 || Remaining(0, 5, 0) >= 0 {
+		t.Fatal("nothing left or no rate must be unknown (negative)")
+	}
+}
