@@ -21,6 +21,13 @@
 // continues from its checkpoint and finished versatility cells are kept
 // in evals.jsonl. Report redraws everything from saved results.
 //
+// One experiment directory, one writer: Run and Report hold the
+// directory's lock (runfile.Lock, DIR/.lock) for as long as they work, so
+// a second Runner or a Report on a running experiment fails at once with
+// "DIR is in use by pid N on HOST since T" and changes nothing; the lock
+// of a killed owner is taken over. Each run's own lock (taken by
+// engine.Run) is in the run's directory, a different file.
+//
 // The files, by responsibility:
 //
 //   - options.go: Options, their parsing and Normalize (defaults, checks);

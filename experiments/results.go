@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // Files of an experiment directory (besides runs/ and figures/).
@@ -210,7 +212,26 @@ func LoadResults(dir string) (*Results, error) {
 // Report re-renders an experiment's tables and figures from its saved
 // results and run directories, without training or evaluating (it loads
 // a checkpoint only to draw a regression fit that was never drawn).
+//
+// Report writes (results.json, the tables, the figures and the fits of
+// run directories), so it takes the experiment directory's lock as a Runner
+// does: on an experiment that is running it fails at once with an
+// *runfile.InUseError rather than interleave its writes with the
+// Runner's (a report from results read before the Runner's last save
+// would otherwise overwrite newer tables and figures). Each file is
+// written atomically, so reading results.md of a running experiment is
+// always safe.
 func Report(dir string) (*Results, error) {
+	// Check first that dir is an experiment: Lock would create a
+	// missing directory.
+	if _, err := LoadResults(dir); err != nil {
+		return nil, err
+	}
+	lock, err := runfile.Lock(dir)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w (the running experiment rewrites its tables and figures after each run)", err)
+	}
+	defer lock.Release()
 	res, err := LoadResults(dir)
 	if err != nil {
 		return nil, err

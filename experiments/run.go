@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -17,11 +18,23 @@ import (
 // each, figures at the end. Cancelling ctx stops the current run after its
 // checkpoint; the returned error then wraps ctx's error and the results
 // so far are saved.
+//
+// Run holds the experiment directory's lock (runfile.Lock) from before it
+// looks into the directory until it returns, figures included: a second
+// Runner, or a Report, on the same directory fails at once with an
+// *runfile.InUseError (errors.Is runfile.ErrInUse) and changes nothing. The
+// lock is the experiment directory's own .lock; each run under runs/ is
+// locked in its own directory by engine.Run, so the two never meet.
 func (r *Runner) Run(ctx context.Context) (*Results, error) {
 	o, p, err := r.Options.Normalize(r.baselineNames())
 	if err != nil {
 		return nil, err
 	}
+	lock, err := runfile.Lock(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	if err := r.prepare(o); err != nil {
 		return nil, err
 	}
