@@ -60,7 +60,11 @@ type Model struct {
 	exps     *expRegistry
 	from     screen // where the experiments screen was opened from
 	quitting bool
-	w, h     int
+	// ended is set with the tea.Quit that ends the program: the last
+	// frame is then empty, so the terminal keeps nothing of the
+	// workbench (see View).
+	ended bool
+	w, h  int
 }
 
 // New returns the workbench model. Its session exists from the start, so
@@ -157,7 +161,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case batchMsg, expBatchMsg:
 		cmd := m.toAll(msg) // the component the data is for re-arms its wait
 		if m.quitting && m.allEnded() {
-			return m, tea.Quit
+			return m.end()
 		}
 		return m, cmd
 
@@ -253,7 +257,7 @@ func (m Model) allEnded() bool {
 // when the last one has. A second quit does not wait.
 func (m Model) quit() (tea.Model, tea.Cmd) {
 	if m.quitting || m.allEnded() {
-		return m, tea.Quit
+		return m.end()
 	}
 	m.quitting = true
 	if m.dash != nil && !m.dash.allEnded() {
@@ -265,10 +269,21 @@ func (m Model) quit() (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
+// end ends the program with an empty last frame.
+func (m Model) end() (tea.Model, tea.Cmd) {
+	m.ended = true
+	return m, tea.Quit
+}
+
 // View is the frame of the component showing: the help overlay if open,
 // else the screen's (which the dashboard renders when its data changes).
+// The last frame, drawn as the program ends, is empty: bubbletea flushes
+// it into the alternate screen before leaving it, and a blank screen with
+// the cursor at its top is what a terminal that reflows the alternate
+// screen on leaving it (tmux after the window grew) can copy back without
+// leaving a piece of the dashboard above the summary Run prints.
 func (m Model) View() string {
-	if m.w == 0 {
+	if m.w == 0 || m.ended {
 		return ""
 	}
 	if m.help.open {
