@@ -2,16 +2,19 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
+	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
-const checkpointVersion = 1
+const checkpointVersion = 2
 
 // Checkpoint is everything needed to continue a run exactly where it
 // stopped, or to evaluate it: parameters, optimizer moments, the carried
@@ -29,9 +32,16 @@ type Checkpoint struct {
 	Window       window
 	TrainSeconds float64
 	// Best validation so far (see Config.ValEvery): its metric and
-	// iteration; BestIter 0 means none yet.
+	// iteration; BestIter 0 means none yet. BestEval is that validation
+	// in full (nil in checkpoints of version 1).
 	BestVal  float64
 	BestIter int
+	BestEval *EvalResult
+	// Last is the statistics of step Iter, and MsPerIter the training
+	// time per iteration of the process that wrote the checkpoint, so a
+	// run resumed into its final evaluation reports them truly.
+	Last      StepStats
+	MsPerIter float64
 }
 
 func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, win window, trainSec float64) *Checkpoint {
@@ -39,32 +49,112 @@ func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, wi
 		Params: m.Params.List, Optimizer: opt, State: m.State, Window: win, TrainSeconds: trainSec}
 }
 
+// The checkpoint file format (checkpoint.gob, best.gob): a 24-byte header,
+// then the gob encoding of a Checkpoint.
+//
+//	offset  size  content
+//	0       8     magic "MKBCKPT\n"
+//	8       4     format version, big-endian (checkpointFormat)
+//	12      8     payload length in bytes, big-endian
+//	20      4     CRC-32C (Castagnoli) of the payload, big-endian
+//	24      …     payload: gob of Checkpoint
+//
+// Every load verifies the magic, version, length and checksum before
+// decoding, so a damaged file is refused instead of silently changing a
+// run. Files without the header (written before format 2) are refused.
+const (
+	checkpointMagic  = "MKBCKPT\n"
+	checkpointFormat = 2
+	checkpointHeader = 24
+)
+
+var crc32c = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeCheckpointFile frames a gob payload with the checksum header.
+func encodeCheckpointFile(payload []byte) []byte {
+	out := make([]byte, checkpointHeader, checkpointHeader+len(payload))
+	copy(out, checkpointMagic)
+	binary.BigEndian.PutUint32(out[8:], checkpointFormat)
+	binary.BigEndian.PutUint64(out[12:], uint64(len(payload)))
+	binary.BigEndian.PutUint32(out[20:], crc32.Checksum(payload, crc32c))
+	return append(out, payload...)
+}
+
+// checkpointPayload verifies a checkpoint file's header and checksum and
+// returns its payload; the error says what is wrong, without the path.
+func checkpointPayload(data []byte) ([]byte, error) {
+	if len(data) < checkpointHeader {
+		if bytes.HasPrefix([]byte(checkpointMagic), data) || bytes.HasPrefix(data, []byte(checkpointMagic[:4])) {
+			return nil, fmt.Errorf("it is truncated (%d bytes, shorter than its %d-byte header)", len(data), checkpointHeader)
+		}
+		return nil, fmt.Errorf("it is not an mkbench checkpoint (%d bytes, no checksum header)", len(data))
+	}
+	if string(data[:8]) != checkpointMagic {
+		return nil, errors.New("its header is not mkbench's (damaged, or written by an mkbench older than checkpoint format 2, which cannot be verified)")
+	}
+	if v := binary.BigEndian.Uint32(data[8:]); v != checkpointFormat {
+		return nil, fmt.Errorf("its format version is %d, this mkbench reads format %d (damaged or written by another mkbench)", v, checkpointFormat)
+	}
+	n := binary.BigEndian.Uint64(data[12:])
+	payload := data[checkpointHeader:]
+	if n != uint64(len(payload)) {
+		return nil, fmt.Errorf("its header says %d bytes of content but it holds %d (truncated or damaged)", n, len(payload))
+	}
+	if want, got := binary.BigEndian.Uint32(data[20:]), crc32.Checksum(payload, crc32c); want != got {
+		return nil, fmt.Errorf("its checksum does not match (stored %08x, content %08x): the file is damaged", want, got)
+	}
+	return payload, nil
+}
+
 // Save writes the checkpoint atomically: to a temporary file in the same
-// directory, synced, then renamed over the old one, so a crash mid-write
-// leaves the previous checkpoint intact.
+// directory, synced, read back and verified, then renamed over the old
+// one, so a crash mid-write or a bad write leaves the previous checkpoint
+// intact.
 func (c *Checkpoint) Save(path string) error {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(c); err != nil {
 		return fmt.Errorf("engine: encoding checkpoint: %w", err)
 	}
-	return runfile.WriteAtomic(path, buf.Bytes(), runfile.Private)
+	data := encodeCheckpointFile(buf.Bytes())
+	return runfile.WriteAtomicChecked(path, data, runfile.Private, func(back []byte) error {
+		if !bytes.Equal(back, data) {
+			return errors.New("the file read back differs from what was written")
+		}
+		return nil
+	})
 }
 
 // ErrBadCheckpoint reports an unreadable or inconsistent checkpoint.
 var ErrBadCheckpoint = errors.New("engine: bad checkpoint")
 
-// LoadCheckpoint reads and sanity-checks a checkpoint file.
+// damagedAdvice is what to do about a damaged checkpoint file.
+func damagedAdvice(path string) string {
+	switch filepath.Base(path) {
+	case FileBest:
+		return "delete it (or resume with --repair, which moves it aside) and it is rebuilt from the next validation; evaluate the last checkpoint instead meanwhile"
+	case FileCheckpoint:
+		return "it cannot be resumed from; best.gob, if the run has one, still holds the best-validation parameters for evaluation; to train again, start a new run (delete the directory or choose another --out)"
+	}
+	return "it cannot be used"
+}
+
+// LoadCheckpoint reads, verifies (header and checksum) and sanity-checks
+// a checkpoint file. Every error names the file.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil, fmt.Errorf("engine: no checkpoint at %s: is this a run directory made by mkbench run?", path)
 		}
-		return nil, fmt.Errorf("engine: reading checkpoint: %w", err)
+		return nil, fmt.Errorf("engine: reading checkpoint %s: %w", path, err)
+	}
+	payload, err := checkpointPayload(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s is damaged: %v; %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
 	}
 	var c Checkpoint
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: %s cannot be decoded (%v); it is damaged or not an mkbench checkpoint", ErrBadCheckpoint, path, err)
+	if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %s cannot be decoded (%v); %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
 	}
 	if c.Version != checkpointVersion {
 		return nil, fmt.Errorf("%w: %s has version %d, this mkbench reads version %d", ErrBadCheckpoint, path, c.Version, checkpointVersion)
@@ -115,4 +205,33 @@ func (c *Checkpoint) Model(src task.Source) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// LoadEvalCheckpoint loads the checkpoint a run directory's evaluation
+// tests: best.gob (which = "best") when the run validated, else
+// checkpoint.gob ("last"). note, when not empty, says why the choice is
+// not the one summary.json made: best.gob is missing, so the last
+// checkpoint stands in and the number will differ. A damaged file is an
+// error naming it, never a silent fallback. Hold LockRun while using it.
+func LoadEvalCheckpoint(dir string) (ck *Checkpoint, which, note string, err error) {
+	bestPath, lastPath := filepath.Join(dir, FileBest), filepath.Join(dir, FileCheckpoint)
+	if _, serr := os.Stat(bestPath); serr == nil {
+		ck, err := LoadCheckpoint(bestPath)
+		if err != nil {
+			return nil, "", "", err
+		}
+		return ck, "best", "", nil
+	}
+	ck, err = LoadCheckpoint(lastPath)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if ck.BestIter > 0 || ck.Config.ValEvery > 0 && ck.Iter >= ck.Config.ValEvery {
+		note = fmt.Sprintf("%s is missing: evaluating the last checkpoint (iteration %d) instead of the best validation's", bestPath, ck.Iter)
+		if ck.BestIter > 0 {
+			note += fmt.Sprintf(" (iteration %d)", ck.BestIter)
+		}
+		note += ", so the number differs from the run's summary.json"
+	}
+	return ck, "last", note, nil
 }

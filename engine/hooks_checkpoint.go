@@ -19,13 +19,23 @@ type checkpointer struct {
 	win            *window // the metrics window (metricsLog's)
 	best           *best   // the best validation so far (validator's)
 	saved          int     // iteration of the last checkpoint on disk: the resumed one, at first
+	ms             float64 // ms per iteration of the resumed checkpoint, until this process trains
 }
 
 // write saves the checkpoint of iteration iter as file name of the run
 // directory.
-func (c *checkpointer) write(name string, iter int, win window, trainSec float64) error {
-	ck := newCheckpoint(c.preset, c.source, c.m, c.opt, iter, win, trainSec)
+func (c *checkpointer) write(name string, l *Loop, win window) error {
+	ck := newCheckpoint(c.preset, c.source, c.m, c.opt, l.Iter, win, l.TrainSeconds())
 	ck.BestVal, ck.BestIter = c.best.val, c.best.iter
+	if c.best.res != nil {
+		ev := *c.best.res
+		ev.PerTask = nil
+		ck.BestEval = &ev
+	}
+	ck.Last, ck.MsPerIter = l.Last, c.ms
+	if n := l.Iter - l.Start; n > 0 {
+		ck.MsPerIter = 1000 * l.Elapsed().Seconds() / float64(n)
+	}
 	return ck.Save(filepath.Join(c.dir, name))
 }
 
@@ -34,7 +44,7 @@ func (c *checkpointer) save(l *Loop) error {
 	if c.dir == "" {
 		return nil
 	}
-	if err := c.write(FileCheckpoint, l.Iter, *c.win, l.TrainSeconds()); err != nil {
+	if err := c.write(FileCheckpoint, l, *c.win); err != nil {
 		return err
 	}
 	c.saved = l.Iter

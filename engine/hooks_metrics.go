@@ -13,14 +13,6 @@ type metricsLog struct {
 	win  window
 }
 
-// open is the start hook: it opens the log, dropping rows past the
-// iteration the loop starts from (a resumed run writes them again).
-func (ml *metricsLog) open(l *Loop) error {
-	log, err := runfile.OpenLog(ml.path, l.Start, runfile.Shared)
-	ml.log = log
-	return err
-}
-
 // add counts a step into the window.
 func (ml *metricsLog) add(_ *Loop, st StepStats) error {
 	ml.win.N++

@@ -41,19 +41,11 @@ type validator struct {
 	now  *EvalResult   // the validation of the step just done, for the reporter to take
 }
 
-// open is the start hook: it opens val.jsonl, dropping rows past the
-// iteration the loop starts from.
-func (v *validator) open(l *Loop) error {
-	log, err := runfile.OpenLog(v.path, l.Start, runfile.Private)
-	v.log = log
-	return err
-}
-
 // step validates after the step just done. Stopped by the context, it
 // interrupts the run (which checkpoints); any other error fails it.
 func (v *validator) step(l *Loop, _ StepStats) error {
 	t0 := time.Now()
-	ev, err := v.validate(l.Iter, l.TrainSeconds())
+	ev, err := v.validate(l, true)
 	if err != nil {
 		if l.Context().Err() != nil {
 			return Interrupt(err)
@@ -72,9 +64,11 @@ func (v *validator) take() *EvalResult {
 	return ev
 }
 
-// validate evaluates the model of iteration iter on the validation
-// source, saves it as best.gob when it is the best so far, and logs it.
-func (v *validator) validate(iter int, trainSec float64) (*EvalResult, error) {
+// validate evaluates the model of the loop's iteration on the validation
+// source, saves it as best.gob when it is the best so far, and, with log
+// set, logs it.
+func (v *validator) validate(l *Loop, log bool) (*EvalResult, error) {
+	iter, trainSec := l.Iter, l.TrainSeconds()
 	c := v.cfg
 	ev, err := v.m.evaluate(v.src, streamValTasks, streamValNoise, c.ValTasks, c.EvalQuery, c.EvalSamples, c.Seed)
 	if err != nil {
@@ -84,12 +78,12 @@ func (v *validator) validate(iter int, trainSec float64) (*EvalResult, error) {
 	if isBest {
 		v.best.val, v.best.iter, v.best.res = ev.Mean, iter, &ev
 		if v.ckpt.dir != "" {
-			if err := v.ckpt.write(FileBest, iter, window{}, trainSec); err != nil {
+			if err := v.ckpt.write(FileBest, l, window{}); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if v.log != nil {
+	if v.log != nil && log {
 		row := ValRow{Iter: iter, Metric: ev.Metric, Mean: ev.Mean, CI95: ev.CI95, Tasks: ev.Tasks, TrainSeconds: trainSec, Best: isBest}
 		if err := v.log.Append(row); err != nil {
 			return nil, err

@@ -362,8 +362,22 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 		m.waitPrefetch()
 		return stats, err
 	}
-	if math.IsNaN(stats.Loss) || math.IsInf(stats.Loss, 0) {
-		return stats, ErrNonFinite
+	for _, v := range []struct {
+		what string
+		x    float64
+	}{{"the loss", stats.Loss}, {"the data term", stats.Data}, {"the KL term", stats.KL}, {"λ", stats.Lambda}} {
+		if math.IsNaN(v.x) || math.IsInf(v.x, 0) {
+			return stats, &NonFiniteError{What: v.what, Value: v.x}
+		}
+	}
+	for k := 0; k < 2; k++ {
+		for _, s := range [][]float64{next.H[k], next.C[k]} {
+			for _, x := range s {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					return stats, &NonFiniteError{What: "the context LSTM's carried state", Value: x}
+				}
+			}
+		}
 	}
 	if stats.GradNorm, err = opt.Step(m.Params.List, *grads); err != nil {
 		return stats, err

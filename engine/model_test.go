@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -237,7 +238,7 @@ func TestOptimizers(t *testing.T) {
 		}
 	}
 	before := append([]float64(nil), p[0].Data...)
-	if _, err := sgd.Step(p, [][]float64{{math.NaN(), 0}}); err != ErrNonFinite {
+	if _, err := sgd.Step(p, [][]float64{{math.NaN(), 0}}); !errors.Is(err, ErrNonFinite) {
 		t.Fatalf("NaN gradient: %v", err)
 	}
 	if p[0].Data[0] != before[0] || p[0].Data[1] != before[1] {

@@ -57,6 +57,16 @@ func NewOptimizer(cfg Config, params []*Param) *Optimizer {
 // ErrNonFinite reports a NaN or infinite gradient or loss.
 var ErrNonFinite = errors.New("engine: loss or gradient is NaN or infinite")
 
+// NonFiniteError names a value of a training step that is not finite; it
+// matches ErrNonFinite.
+type NonFiniteError struct {
+	What  string // e.g. "the loss", "the gradient of flow.w1"
+	Value float64
+}
+
+func (e *NonFiniteError) Error() string        { return fmt.Sprintf("%s is not finite (%g)", e.What, e.Value) }
+func (e *NonFiniteError) Is(target error) bool { return target == ErrNonFinite }
+
 // Step applies one update and returns the gradient norm before clipping.
 // A non-finite gradient changes nothing and returns ErrNonFinite, so the
 // parameters stay at their last good values.
@@ -70,7 +80,14 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 	}
 	norm := math.Sqrt(sq)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return norm, ErrNonFinite
+		for i, g := range grads {
+			for _, v := range g {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return norm, &NonFiniteError{What: "the gradient of " + params[i].Name, Value: v}
+				}
+			}
+		}
+		return norm, &NonFiniteError{What: "the gradient norm", Value: norm}
 	}
 	scale := 1.0
 	if o.ClipNorm > 0 && norm > o.ClipNorm {

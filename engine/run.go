@@ -2,12 +2,17 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/ops"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
 )
 
@@ -23,6 +28,14 @@ type RunOptions struct {
 	DisplayTask  int           // which display task to draw
 	DisplayDraws int           // ω draws for the display's spread; default 8
 	SkipEval     bool          // skip the final evaluation
+
+	// Repair, when resuming, lets a run go on whose metrics.jsonl or
+	// val.jsonl do not match its checkpoint (damaged or missing rows): the
+	// good rows are kept, the damaged dropped, and the gap recorded in
+	// gaps.jsonl (runfiles.go); a damaged best.gob is moved aside to
+	// best.gob.damaged and rebuilt from the next validation. Without it
+	// such a resume is refused and nothing is changed.
+	Repair bool
 
 	// Control carries commands served between iterations (control.go); nil: none.
 	Control <-chan Command
@@ -47,7 +60,26 @@ type Result struct {
 	TrainSeconds float64 // all training time of the run, resumed parts included
 	MsPerIter    float64 // this process's training time per iteration
 	Interrupted  bool    // stopped by the context or the observer
+
+	// AlreadyDone: a resumed run had already finished and its
+	// summary.json is complete; nothing was run or written, and the
+	// Result is the summary's.
+	AlreadyDone bool
+	// Notes are what the run did that its user should know of, one
+	// sentence each (a start over, a rebuilt best.gob, a repaired log);
+	// show them on stderr.
+	Notes []string
 }
+
+// note adds a note to the Result.
+func (res *Result) note(format string, args ...any) {
+	res.Notes = append(res.Notes, fmt.Sprintf(format, args...))
+}
+
+// LockRun takes the exclusive lock of run directory dir (runfile.Lock):
+// hold it while reading a run's checkpoints to evaluate them, so that no
+// run writes them meanwhile. Run takes it itself.
+func LockRun(dir string) (*runfile.DirLock, error) { return runfile.Lock(dir) }
 
 // Run trains a model for cfg on src, reporting to obs (which may be nil),
 // checkpointing to opts.Dir, and evaluating at the end. Cancelling ctx
@@ -63,9 +95,26 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 		}
 	}()
 	res.Dir = opts.Dir
+	if opts.Dir != "" {
+		// One process per run directory, from before the resume reads it
+		// until the summary is written.
+		if opts.Resume {
+			if _, err := os.Stat(opts.Dir); err != nil {
+				return res, fmt.Errorf("engine: cannot resume %s: %w", opts.Dir, err)
+			}
+		}
+		lock, err := runfile.Lock(opts.Dir)
+		if err != nil {
+			return res, fmt.Errorf("engine: %w", err)
+		}
+		defer lock.Release()
+	}
 	r, err := newRun(cfg, src, opts, obs, &res)
 	if err != nil {
 		return res, err
+	}
+	if r.done {
+		return res, nil
 	}
 	if r.m, err = NewModel(r.cfg, src); err != nil {
 		return res, err
@@ -90,6 +139,8 @@ type run struct {
 	grads [][]float64
 	from  *Checkpoint // resumed from; nil for a new run
 	res   *Result
+	done  bool // resumed a finished run whose summary is complete: nothing to do
+	fresh bool // a run directory to (re)start from iteration 0: a new run, or a resumed one without a checkpoint
 
 	best    best
 	metrics metricsLog
@@ -107,10 +158,13 @@ func newRun(cfg Config, src task.Source, opts RunOptions, obs Observer, res *Res
 	if opts.DisplayDraws <= 0 {
 		opts.DisplayDraws = 8
 	}
-	r := &run{src: src, opts: opts, obs: obs, res: res}
+	r := &run{src: src, opts: opts, obs: obs, res: res, fresh: !opts.Resume}
 	if opts.Resume {
 		if opts.Dir == "" {
 			return nil, errors.New("engine: resume needs a run directory")
+		}
+		if _, err := os.Stat(filepath.Join(opts.Dir, FileCheckpoint)); errors.Is(err, fs.ErrNotExist) {
+			return r.restart(cfg)
 		}
 		ck, err := LoadCheckpoint(filepath.Join(opts.Dir, FileCheckpoint))
 		if err != nil {
@@ -127,12 +181,107 @@ func newRun(cfg Config, src task.Source, opts RunOptions, obs Observer, res *Res
 			cfg.Iters = iters
 		}
 		r.from = ck
+		if ck.Iter == cfg.Iters {
+			if sum, ok := completeSummary(opts.Dir, ck); ok {
+				*res = Result{Dir: opts.Dir, Iters: ck.Iter, Last: ck.Last, Eval: sum.Eval, TrainSeconds: sum.TrainSeconds,
+					MsPerIter: sum.MsPerIter, AlreadyDone: true}
+				res.note("%s already finished at iteration %d and its summary.json is complete: nothing was changed", opts.Dir, ck.Iter)
+				r.done = true
+				return r, nil
+			}
+		}
+		if err := r.checkBest(); err != nil {
+			return nil, err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	r.cfg = cfg
 	return r, nil
+}
+
+// restart settles the resume of a run directory that has no checkpoint:
+// a run stopped before its first one. Its config.json is started from
+// iteration 0 (the files it left are dropped by newDir).
+func (r *run) restart(cfg Config) (*run, error) {
+	dir := r.opts.Dir
+	var rc RunConfig
+	data, err := os.ReadFile(filepath.Join(dir, FileConfig))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("engine: %s is not a run directory: it has neither %s nor %s", dir, FileCheckpoint, FileConfig)
+		}
+		return nil, fmt.Errorf("engine: reading %s: %w", filepath.Join(dir, FileConfig), err)
+	}
+	if err := json.Unmarshal(data, &rc); err != nil {
+		return nil, fmt.Errorf("engine: %s is damaged (%v) and there is no checkpoint: nothing to resume; start a new run", filepath.Join(dir, FileConfig), err)
+	}
+	if rc.Source != "" && rc.Source != r.src.Name() {
+		return nil, fmt.Errorf("engine: %s was a run on %q, not %q", dir, rc.Source, r.src.Name())
+	}
+	iters := cfg.Iters
+	cfg = rc.Config
+	if iters > 0 {
+		cfg.Iters = iters
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %s: %w", filepath.Join(dir, FileConfig), err)
+	}
+	if r.opts.Preset == "" {
+		r.opts.Preset = rc.Preset
+	}
+	r.cfg, r.fresh = cfg, true
+	r.res.note("%s has no checkpoint (the run was stopped before its first one): starting its config.json over from iteration 0", dir)
+	return r, nil
+}
+
+// checkBest checks, before a resumed run trains, that the best.gob its
+// checkpoint relies on can be read: a missing one is rebuilt from the next
+// validation (noted), a damaged one is refused (with Repair: moved aside
+// and rebuilt).
+func (r *run) checkBest() error {
+	ck, dir := r.from, r.opts.Dir
+	if ck.BestIter == 0 {
+		return nil
+	}
+	path := filepath.Join(dir, FileBest)
+	_, err := LoadCheckpoint(path)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist) || !fileExists(path):
+		r.res.note("%s is missing: the best validation (iteration %d) is forgotten and best.gob is rebuilt from the next validation", path, ck.BestIter)
+	case r.opts.Repair:
+		if rerr := os.Rename(path, path+".damaged"); rerr != nil {
+			return fmt.Errorf("engine: moving the damaged %s aside: %w", path, rerr)
+		}
+		r.res.note("%s was damaged (%v): moved to %s.damaged; best.gob is rebuilt from the next validation", path, err, FileBest)
+	default:
+		return fmt.Errorf("%w (checked before training, so nothing was changed)", err)
+	}
+	ck.BestVal, ck.BestIter, ck.BestEval = 0, 0, nil
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// completeSummary returns dir's summary.json when it is the complete
+// summary of the run checkpointed as ck.
+func completeSummary(dir string, ck *Checkpoint) (*Summary, bool) {
+	data, err := os.ReadFile(filepath.Join(dir, FileSummary))
+	if err != nil {
+		return nil, false
+	}
+	var sum Summary
+	if json.Unmarshal(data, &sum) != nil || sum.Eval == nil || sum.Iters != ck.Iter || sum.Final.Iter != ck.Iter ||
+		sum.Seed != ck.Config.Seed || sum.Variant != ck.Config.Variant() {
+		return nil, false
+	}
+	return &sum, true
 }
 
 // init readies the model (built from r.cfg) for the run: its optimizer, a
@@ -158,8 +307,8 @@ func (r *run) hooks() {
 		win: &r.metrics.win, best: &r.best}
 	if ck := r.from; ck != nil {
 		r.metrics.win = ck.Window
-		r.best.val, r.best.iter = ck.BestVal, ck.BestIter
-		r.ckpt.saved = ck.Iter
+		r.best.val, r.best.iter, r.best.res = ck.BestVal, ck.BestIter, ck.BestEval
+		r.ckpt.saved, r.ckpt.ms = ck.Iter, ck.MsPerIter
 	}
 	if cfg.ValEvery > 0 && r.opts.Val != nil {
 		r.val = &validator{src: r.opts.Val, m: r.m, cfg: cfg, best: &r.best, ckpt: &r.ckpt}
@@ -180,14 +329,19 @@ func (r *run) assemble() *Loop {
 		start, prior = r.from.Iter, r.from.TrainSeconds
 	}
 	l := NewLoop(start, cfg.Iters, prior, r.step)
+	if r.from != nil {
+		l.Last = r.from.Last
+	}
 
 	if dir != "" {
-		if !r.opts.Resume {
+		if r.fresh {
 			l.OnStart(r.newDir)
 		}
-		l.OnStart(r.metrics.open)
-		if r.val != nil {
-			l.OnStart(r.val.open)
+		l.OnStart(r.openLogs)
+		if r.fresh {
+			// A run killed before its first periodic checkpoint can be
+			// resumed all the same.
+			l.OnStart(r.ckpt.save)
 		}
 	}
 
@@ -240,17 +394,18 @@ func (r *run) close() {
 	r.m.Close()
 }
 
-// newDir is the start hook of a new run with a directory: it refuses a
-// directory that holds a run, and writes config.json.
+// newDir is the start hook of a run started from iteration 0 in a
+// directory: it refuses a directory that holds a run, drops the files of
+// one stopped before its first checkpoint, and writes config.json.
 func (r *run) newDir(*Loop) error {
-	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Config: r.cfg})
+	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Config: r.cfg}, r.res)
 }
 
 // step is the loop's step: training iteration iter.
 func (r *run) step(iter int) (StepStats, error) {
 	st, err := r.m.trainStep(iter, r.opt, &r.grads)
 	if err != nil {
-		return st, stepError(iter+1, st, err, r.opts.Dir, r.ckpt.saved)
+		return st, stepError(iter+1, st, err, r.opts.Dir, r.ckpt.saved, r.cfg.LR)
 	}
 	return st, nil
 }
@@ -274,23 +429,48 @@ func (r *run) result(l *Loop, e Ending) error {
 	res.Iters, res.Last, res.TrainSeconds, res.Interrupted = l.Iter, l.Last, l.TrainSeconds(), e.Interrupted
 	if n := l.Iter - l.Start; e.Finished && n > 0 {
 		res.MsPerIter = 1000 * l.Elapsed().Seconds() / float64(n)
+	} else if e.Finished && r.from != nil {
+		// Resumed into the final evaluation: the training's own rate.
+		res.MsPerIter = r.from.MsPerIter
 	}
 	return nil
 }
 
-func stepError(iter int, st StepStats, err error, dir string, saved int) error {
+// ErrDiverged is what every divergence error of Run matches with
+// errors.Is: a training step produced a value that is not finite, or a
+// kernel system that is not positive definite.
+var ErrDiverged = errors.New("engine: training diverged")
+
+// divergence is the error of a diverged step: its message, and the
+// errors it matches (its cause, ErrDiverged, ErrNonFinite when a value was
+// not finite).
+type divergence struct {
+	msg  string
+	errs []error
+}
+
+func (d *divergence) Error() string   { return d.msg }
+func (d *divergence) Unwrap() []error { return d.errs }
+
+// stepError is the error of a failed training step, iteration iter
+// (1-based): a divergence — any value of the step that is not finite, or a
+// kernel system that is not positive definite — names what and where,
+// says which checkpoint is kept and what to try; gorgonia's machine error
+// is unwrapped to the op's.
+func stepError(iter int, st StepStats, err error, dir string, saved int, lr float64) error {
 	where := "nothing was saved (no run directory)"
 	if dir != "" {
 		where = fmt.Sprintf("the last good checkpoint (iteration %d) in %s is kept", saved, dir)
-		if saved == 0 {
-			where = "no checkpoint had been written yet"
+	}
+	cause := ops.Cause(err)
+	nonFinite := errors.Is(cause, ErrNonFinite) || errors.Is(cause, ops.ErrNotFinite)
+	if nonFinite || IsNotPD(cause) {
+		errs := []error{cause, ErrDiverged}
+		if nonFinite {
+			errs = append(errs, ErrNonFinite)
 		}
+		return &divergence{errs: errs, msg: fmt.Sprintf("training diverged at iteration %d: %v; %s; try --set lr=%g or --set clip_norm=1",
+			iter, cause, where, lr/2)}
 	}
-	if errors.Is(err, ErrNonFinite) {
-		return fmt.Errorf("training diverged at iteration %d (loss %g): %w; %s; try a lower --lr or set clip_norm", iter, st.Loss, err, where)
-	}
-	if IsNotPD(err) {
-		return fmt.Errorf("training failed at iteration %d: the kernel system K+λI is not positive definite: %w; %s; try a lower --lr or set clip_norm", iter, err, where)
-	}
-	return fmt.Errorf("training failed at iteration %d: %w; %s", iter, err, where)
+	return fmt.Errorf("training failed at iteration %d: %w; %s", iter, cause, where)
 }

@@ -28,8 +28,11 @@ func (r *run) evaluation(l *Loop, e Ending) error {
 	}
 	if r.val != nil {
 		// The paper's protocol: test the parameters that validated best.
-		if l.End%cfg.ValEvery != 0 {
-			if _, err := r.val.validate(l.End, l.TrainSeconds()); err != nil {
+		// Off the ValEvery grid, or with best.gob to rebuild (a resumed
+		// run that lost it), validate the last iteration; its row is
+		// logged only off the grid (on it, it is already there).
+		if offGrid := l.End%cfg.ValEvery != 0; offGrid || r.best.iter == 0 {
+			if _, err := r.val.validate(l, offGrid); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mkbench/mkbench/engine/runfile"
@@ -19,8 +20,9 @@ const (
 	FileMetrics    = "metrics.jsonl"
 	FileSummary    = "summary.json"
 	FileCheckpoint = "checkpoint.gob"
-	FileBest       = "best.gob"  // the best-validation parameters
-	FileVal        = "val.jsonl" // one validation per line: the learning curve
+	FileBest       = "best.gob"   // the best-validation parameters
+	FileVal        = "val.jsonl"  // one validation per line: the learning curve
+	FileGaps       = "gaps.jsonl" // one record per log repaired by a resume with RunOptions.Repair
 )
 
 // RunConfig is config.json: enough to rebuild the model of a run.
@@ -87,10 +89,13 @@ type Summary struct {
 	Config         Config      `json:"config"`
 }
 
-// prepareRunDir creates dir for a new run and refuses one that already
-// holds a run, so a typo can never overwrite results.
-func prepareRunDir(dir string) error {
-	for _, f := range []string{FileCheckpoint, FileMetrics, FileSummary, FileConfig} {
+// prepareRunDir creates dir for a run started from iteration 0 and
+// refuses one that holds a run — a checkpoint or a summary — so a typo can
+// never overwrite results. The files of a run stopped before its first
+// checkpoint belong to no resumable state: they are removed, and noted in
+// res.
+func prepareRunDir(dir string, res *Result) error {
+	for _, f := range []string{FileCheckpoint, FileSummary} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			return fmt.Errorf("engine: %s already holds a run (%s exists); continue it with --resume %s or choose another --out", dir, f, dir)
 		}
@@ -98,12 +103,28 @@ func prepareRunDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("engine: cannot create run directory: %w", err)
 	}
+	var removed []string
+	for _, f := range []string{FileConfig, FileMetrics, FileVal, FileBest, FileGaps} {
+		path := filepath.Join(dir, f)
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("engine: cannot remove %s of the run stopped before its first checkpoint: %w", path, err)
+		}
+		removed = append(removed, f)
+	}
+	if len(removed) > 0 && res != nil {
+		res.note("%s held a run stopped before its first checkpoint, which cannot be resumed: removed its %s and started over",
+			dir, strings.Join(removed, ", "))
+	}
 	return nil
 }
 
-// newRunDir prepares dir for a new run and writes its config.json.
-func newRunDir(dir string, rc RunConfig) error {
-	if err := prepareRunDir(dir); err != nil {
+// newRunDir prepares dir for a run started from iteration 0 and writes
+// its config.json.
+func newRunDir(dir string, rc RunConfig, res *Result) error {
+	if err := prepareRunDir(dir, res); err != nil {
 		return err
 	}
 	return runfile.WriteJSON(filepath.Join(dir, FileConfig), rc, runfile.Private)

@@ -16,9 +16,66 @@ import (
 // rather than errors.Is.
 var ErrNotPD = errors.New("engine: K+λI is not positive definite")
 
+// ErrNotFinite is matched (errors.Is) by the errors of ops that met a NaN
+// or infinite value; a KRRError of a non-finite K or λ matches it as well as
+// ErrNotPD.
+var ErrNotFinite = errors.New("engine: value is not finite")
+
 // krrNotPDAdvice tells the user what usually fixes a failed factorization:
 // λ collapsing towards 0 (a too large step on log λ) or NaN features.
-const krrNotPDAdvice = "lower the learning rate or raise the minimum λ; check the input features for NaN"
+const krrNotPDAdvice = "lower the learning rate (--set lr=…), clip the gradient (--set clip_norm=1) or raise the minimum λ; check the input features for NaN"
+
+// KRRError is the error of a kernel ridge regression solve whose system
+// K_t+λI could not be factored: not finite, or not positive definite. It
+// matches ErrNotPD, and ErrNotFinite when a value was not finite.
+type KRRError struct {
+	Task      int     // the lowest failing task; -1 when λ itself is bad
+	Lambda    float64 // λ
+	N         int     // the system's size
+	NonFinite bool    // K or λ held NaN or ±Inf
+	Row, Col  int     // the non-finite entry of K (NonFinite, Task ≥ 0)
+	Value     float64 // its value
+}
+
+func (e *KRRError) Error() string {
+	switch {
+	case e.NonFinite && e.Task < 0:
+		return fmt.Sprintf("the KRR solve's λ=%g is not finite; %s", e.Lambda, krrNotPDAdvice)
+	case e.NonFinite:
+		return fmt.Sprintf("the KRR solve's kernel matrix of task %d is not finite: K[%d,%d]=%g (λ=%g); %s",
+			e.Task, e.Row, e.Col, e.Value, e.Lambda, krrNotPDAdvice)
+	}
+	return fmt.Sprintf("the KRR solve's system K+λI of task %d is not positive definite (λ=%g, n=%d); %s",
+		e.Task, e.Lambda, e.N, krrNotPDAdvice)
+}
+
+// Is matches ErrNotPD, and ErrNotFinite for a non-finite K or λ.
+func (e *KRRError) Is(target error) bool {
+	return target == ErrNotPD || e.NonFinite && target == ErrNotFinite
+}
+
+// Cause returns the error an op returned inside gorgonia's machine,
+// without the machine's wrapping ("PC 62. Failed to execute instruction
+// …"): it follows the wrappers' Err and Cause methods down to the first
+// error that has neither. Other errors are returned as they are.
+func Cause(err error) error {
+	for range 64 {
+		switch e := err.(type) {
+		case interface{ Err() error }:
+			if next := e.Err(); next != nil && next != err {
+				err = next
+				continue
+			}
+		case interface{ Cause() error }:
+			if next := e.Cause(); next != nil && next != err {
+				err = next
+				continue
+			}
+		}
+		return err
+	}
+	return err
+}
 
 // IsNotPD reports whether err was caused by ErrNotPD, also when err comes
 // from vm.RunAll: gorgonia wraps op errors in a type that exposes the cause
@@ -75,8 +132,7 @@ func (s *krrState) factorTask(t int, k []float64) error {
 	// slip through: check the whole matrix.
 	for i, v := range kt {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w (task %d, λ=%g): K[%d,%d]=%g is not finite; %s",
-				ErrNotPD, t, s.lambda, i/n, i%n, v, krrNotPDAdvice)
+			return &KRRError{Task: t, Lambda: s.lambda, N: n, NonFinite: true, Row: i / n, Col: i % n, Value: v}
 		}
 	}
 	copy(lt, kt)
@@ -84,7 +140,7 @@ func (s *krrState) factorTask(t int, k []float64) error {
 		lt[i*n+i] += s.lambda
 	}
 	if _, ok := lapack64.Potrf(blas64.Symmetric{Uplo: blas.Lower, N: n, Stride: n, Data: lt}); !ok {
-		return fmt.Errorf("%w (task %d, λ=%g, n=%d): %s", ErrNotPD, t, s.lambda, n, krrNotPDAdvice)
+		return &KRRError{Task: t, Lambda: s.lambda, N: n}
 	}
 	return nil
 }
@@ -107,7 +163,7 @@ func (s *krrState) factor(k []float64, lambda float64, T, n int, y, x []float64,
 	s.lambda = lambda
 	s.valid = false
 	if math.IsNaN(lambda) || math.IsInf(lambda, 0) {
-		return fmt.Errorf("%w (λ=%g): λ is not finite; %s", ErrNotPD, lambda, krrNotPDAdvice)
+		return &KRRError{Task: -1, Lambda: lambda, N: n, NonFinite: true}
 	}
 	nf := float64(n)
 	flops := nf*nf*nf/3 + 2*nf*nf*float64(o)
