@@ -108,7 +108,7 @@ func TestExperimentGoldens(t *testing.T) {
 		})
 	}
 	t.Run("help-80x24", func(t *testing.T) {
-		v := helpView(th, newExpKeys().groups(), newHelpOverlay(th).close, 80, 24)
+		v := helpView(th, newExpKeys().groups(), newHelpOverlay(th).close, 80, 24, 0)
 		checkBlock(t, "help", v, 80, 24)
 		golden(t, "exp-help-80x24", v)
 	})

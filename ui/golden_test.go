@@ -179,7 +179,7 @@ func TestScreenGoldens(t *testing.T) {
 			golden(t, fmt.Sprintf("picker-%dx%d", w, h), p.View())
 		})
 		t.Run(fmt.Sprintf("help-%dx%d", w, h), func(t *testing.T) {
-			v := helpView(th, newDashKeys().groups(), newHelpOverlay(th).close, w, h)
+			v := helpView(th, newDashKeys().groups(), newHelpOverlay(th).close, w, h, 0)
 			checkBlock(t, "help", v, w, h)
 			golden(t, fmt.Sprintf("help-%dx%d", w, h), v)
 		})

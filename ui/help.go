@@ -12,40 +12,74 @@ import (
 
 // helpOverlay is the help (?) over the screen showing: that screen's key
 // bindings under their groups' titles, read from the screen whenever it
-// is drawn.
+// is drawn. When they do not fit the terminal they scroll.
 type helpOverlay struct {
-	theme Theme
-	close key.Binding
-	open  bool
-	of    component // the screen whose keys are shown
-	w, h  int
+	theme  Theme
+	close  key.Binding
+	scroll helpScrollKeys
+	open   bool
+	of     component // the screen whose keys are shown
+	top    int       // first body line shown when the body scrolls
+	w, h   int
+}
+
+// helpScrollKeys move through a help page taller than the terminal.
+type helpScrollKeys struct {
+	Up, Down, PageUp, PageDown, Home, End key.Binding
 }
 
 func newHelpOverlay(t Theme) *helpOverlay {
-	return &helpOverlay{theme: t, close: bind("? or esc", "closes", "?", "esc")}
+	return &helpOverlay{theme: t, close: bind("? or esc", "closes", "?", "esc"),
+		scroll: helpScrollKeys{
+			Up:       bind("↑/k", "scroll up", "up", "k"),
+			Down:     bind("↓/j", "scroll down", "down", "j"),
+			PageUp:   bind("pgup", "page up", "pgup", "b"),
+			PageDown: bind("pgdn", "page down", "pgdown", " ", "f"),
+			Home:     bind("home", "top", "home", "g"),
+			End:      bind("end", "bottom", "end", "G"),
+		}}
 }
 
-// show opens the overlay over c.
-func (o *helpOverlay) show(c component) { o.of, o.open = c, true }
+// show opens the overlay over c, at the top of its page.
+func (o *helpOverlay) show(c component) { o.of, o.open, o.top = c, true, 0 }
 
 func (o *helpOverlay) Init() tea.Cmd { return nil }
 
 func (o *helpOverlay) SetSize(w, h int) { o.w, o.h = w, h }
 
-// Update closes the overlay on its close keys; it takes every other key.
+// Update closes the overlay on its close keys and scrolls it on the
+// scroll keys; it takes every other key.
 func (o *helpOverlay) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		o.SetSize(msg.Width, msg.Height)
 	case tea.KeyMsg:
-		if key.Matches(msg, o.close) {
+		lines, rows := helpBody(o.theme, o.groups(), o.w, o.h)
+		page := max(1, rows-1)
+		k := o.scroll
+		switch {
+		case key.Matches(msg, o.close):
 			o.open = false
+		case key.Matches(msg, k.Up):
+			o.top--
+		case key.Matches(msg, k.Down):
+			o.top++
+		case key.Matches(msg, k.PageUp):
+			o.top -= page
+		case key.Matches(msg, k.PageDown):
+			o.top += page
+		case key.Matches(msg, k.Home):
+			o.top = 0
+		case key.Matches(msg, k.End):
+			o.top = len(lines)
 		}
+		o.top = clampTop(o.top, len(lines), rows)
 	}
 	return o, nil
 }
 
-func (o *helpOverlay) View() string {
+// groups are the key groups of the screen under the overlay.
+func (o *helpOverlay) groups() []helpGroup {
 	var groups []helpGroup
 	switch c := o.of.(type) {
 	case titledHelp:
@@ -56,63 +90,145 @@ func (o *helpOverlay) View() string {
 			groups = append(groups, helpGroup{Keys: col})
 		}
 	}
-	return helpView(o.theme, groups, o.close, o.w, o.h)
+	return groups
+}
+
+func (o *helpOverlay) View() string {
+	return helpView(o.theme, o.groups(), o.close, o.w, o.h, o.top)
 }
 
 func (o *helpOverlay) ShortHelp() []key.Binding  { return []key.Binding{o.close} }
 func (o *helpOverlay) FullHelp() [][]key.Binding { return [][]key.Binding{{o.close}} }
 
+// clampTop keeps the first line shown of n lines in a window of rows
+// inside them.
+func clampTop(top, n, rows int) int {
+	return max(0, min(top, n-rows))
+}
+
 // helpView is the help overlay: every binding of groups under its
-// group's title, in as few columns as fit the height, and how to close
-// it.
-func helpView(t Theme, groups []helpGroup, close key.Binding, w, h int) string {
-	var blocks []string
+// group's title, in as few columns as fit the terminal, and how to close
+// it. A page taller than the terminal shows rows from line top on, and
+// how to scroll, on the line under the title.
+func helpView(t Theme, groups []helpGroup, close key.Binding, w, h, top int) string {
+	if f, small := tooSmall(w, h); small {
+		return f
+	}
+	lines, rows := helpBody(t, groups, w, h)
+	top = clampTop(top, len(lines), rows)
+	sub := ""
+	if len(lines) > rows {
+		sub = t.Dim.Render(fmt.Sprintf("↑↓ pgup pgdn: lines %d–%d of %d", top+1, top+rows, len(lines)))
+	}
+	title := t.Title.Render("mkbench keys") + t.Dim.Render("   "+close.Help().Key+" "+close.Help().Desc)
+	// The box is as wide as the whole page, wherever it is scrolled to.
+	inner := 0
+	for _, l := range append([]string{title, sub}, lines...) {
+		inner = max(inner, ansi.StringWidthWc(l))
+	}
+	inner = min(inner, w-helpFrameW)
+	lines = lines[top : top+rows]
+	box := t.HelpBox.Render(block(title+"\n"+sub+"\n"+strings.Join(lines, "\n"), inner, len(lines)+2))
+	return block(lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, box), w, h)
+}
+
+// helpFrameW and helpFrameH are what the box and the title take around
+// the body: a border and padding on either side; the top and bottom
+// border, the title and the line under it.
+const helpFrameW, helpFrameH = 4, 4
+
+// helpBody lays the groups out in columns for a w×h terminal and returns
+// the body's lines and how many of them show at once. It takes the
+// fewest columns that fit with a margin around the box, else the fewest
+// that fit at all, else the shortest layout that fits the width, which
+// then scrolls. Lines wider than the terminal are wrapped.
+func helpBody(t Theme, groups []helpGroup, w, h int) (lines []string, rows int) {
+	maxW, maxH := max(1, w-helpFrameW), max(1, h-helpFrameH)
+	blocks := helpBlocks(t, groups, maxW)
+	var layouts [][]string
+	for n := 1; n <= len(blocks); n++ {
+		body := helpColumns(blocks, n)
+		if n > 1 && ansi.StringWidthWc(body[0]) > maxW {
+			break // more columns are wider still
+		}
+		layouts = append(layouts, body)
+	}
+	fits := func(body []string, mw, mh int) bool {
+		width := 0
+		for _, l := range body {
+			width = max(width, ansi.StringWidthWc(l))
+		}
+		return width <= mw && len(body) <= mh
+	}
+	for _, margin := range []int{4, 0} {
+		for _, body := range layouts {
+			if fits(body, maxW-margin, maxH-margin/2) {
+				return body, len(body)
+			}
+		}
+	}
+	best := layouts[0]
+	for _, body := range layouts[1:] {
+		if len(body) < len(best) {
+			best = body
+		}
+	}
+	return best, min(len(best), maxH)
+}
+
+// helpBlocks are the groups' blocks of lines: a title, then one line per
+// binding; a description that makes its line wider than w goes on under
+// itself.
+func helpBlocks(t Theme, groups []helpGroup, w int) [][]string {
+	var blocks [][]string
 	for _, g := range groups {
 		lines := []string{t.Title.Render(g.Title)}
 		kw := 0
 		for _, b := range g.Keys {
 			kw = max(kw, ansi.StringWidth(b.Help().Key))
 		}
+		dw := max(8, w-kw-2)
 		for _, b := range g.Keys {
-			lines = append(lines, t.Key.Render(fmt.Sprintf("%-*s", kw, b.Help().Key))+"  "+b.Help().Desc)
-		}
-		blocks = append(blocks, strings.Join(lines, "\n"))
-	}
-	title := t.Title.Render("mkbench keys") + t.Dim.Render("   "+close.Help().Key+" "+close.Help().Desc)
-	// Fill columns in order, each up to a height limit; take the fewest
-	// columns whose tallest fits, else the most.
-	var body string
-	for n := 1; n <= len(blocks); n++ {
-		limit := 0
-		for _, b := range blocks {
-			limit = max(limit, lipgloss.Height(b))
-		}
-		total := 0
-		for _, b := range blocks {
-			total += lipgloss.Height(b) + 1
-		}
-		limit = max(limit, (total+n-1)/n)
-		var cols []string
-		cur := ""
-		for _, b := range blocks {
-			switch {
-			case cur == "":
-				cur = b
-			case lipgloss.Height(cur)+1+lipgloss.Height(b) <= limit:
-				cur += "\n\n" + b
-			default:
-				cols = append(cols, cur)
-				cur = b
+			desc := strings.Split(lipgloss.NewStyle().Width(dw).Render(b.Help().Desc), "\n")
+			for i, d := range desc {
+				d = strings.TrimRight(d, " ")
+				if i == 0 {
+					lines = append(lines, t.Key.Render(fmt.Sprintf("%-*s", kw, b.Help().Key))+"  "+d)
+				} else {
+					lines = append(lines, strings.Repeat(" ", kw+2)+d)
+				}
 			}
 		}
-		cols = append(cols, cur)
-		body = lipgloss.JoinHorizontal(lipgloss.Top, interleave(cols, "   ")...)
-		if lipgloss.Height(body)+6 <= h || lipgloss.Width(body)+8 > w {
-			break
+		blocks = append(blocks, lines)
+	}
+	return blocks
+}
+
+// helpColumns fills n columns with the blocks in order, each up to a
+// height that spreads them evenly (but at least the tallest block), one
+// blank line between blocks and three spaces between columns.
+func helpColumns(blocks [][]string, n int) []string {
+	limit, total := 0, 0
+	for _, b := range blocks {
+		limit = max(limit, len(b))
+		total += len(b) + 1
+	}
+	limit = max(limit, (total+n-1)/n)
+	var cols []string
+	var cur []string
+	for _, b := range blocks {
+		switch {
+		case cur == nil:
+			cur = append([]string(nil), b...)
+		case len(cur)+1+len(b) <= limit:
+			cur = append(append(cur, ""), b...)
+		default:
+			cols = append(cols, strings.Join(cur, "\n"))
+			cur = append([]string(nil), b...)
 		}
 	}
-	box := t.HelpBox.Render(title + "\n\n" + body)
-	return block(lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, box), w, h)
+	cols = append(cols, strings.Join(cur, "\n"))
+	return strings.Split(lipgloss.JoinHorizontal(lipgloss.Top, interleave(cols, "   ")...), "\n")
 }
 
 func interleave(xs []string, sep string) []string {

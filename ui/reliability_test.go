@@ -2,8 +2,11 @@ package ui
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/mkbench/mkbench/presets"
 )
 
 // Quitting leaves nothing of the workbench: the last frame bubbletea
@@ -41,5 +46,62 @@ func TestQuitLeavesNothing(t *testing.T) {
 	}
 	if last := ansi.Strip(out[moves[len(moves)-1][1]:]); strings.TrimSpace(last) != "" {
 		t.Fatalf("the last frame drawn before leaving the screen is not blank:\n%s", last)
+	}
+}
+
+// The help overlay fits every terminal the workbench draws on (minW×minH
+// and up): its box is whole, nothing is cut at its edges, and every key
+// of every screen can be read, scrolling (j) where the page is taller
+// than the terminal. At 60×18 its last rows used to be cut off.
+func TestHelpFitsEverySize(t *testing.T) {
+	th := testTheme()
+	screens := map[string]component{
+		"picker":      newPicker(th, newPickerKeys(), presets.All()),
+		"dashboard":   fakeDashboard(th, 80, 24),
+		"experiments": newExpScreen(th, Options{Seed: -1}, &expRegistry{}),
+	}
+	for name, c := range screens {
+		var groups []helpGroup
+		if tc, ok := c.(titledHelp); ok {
+			groups = tc.HelpGroups()
+		}
+		for _, w := range []int{minW, minW + 1, 50, 60, 70, 79, 80, 100, 160} {
+			for _, h := range []int{minH, minH + 1, 15, 18, 20, 24, 30, 48} {
+				o := newHelpOverlay(th)
+				o.SetSize(w, h)
+				o.show(c)
+				seen := map[string]bool{}
+				prev := ""
+				for step := 0; step < 200; step++ {
+					v := o.View()
+					checkBlock(t, fmt.Sprintf("%s help %dx%d", name, w, h), v, w, h)
+					plain := ansi.Strip(v)
+					if !strings.Contains(plain, "╭") || !strings.Contains(plain, "╰") {
+						t.Fatalf("%s help at %dx%d is cut:\n%s", name, w, h, plain)
+					}
+					for _, l := range strings.Split(plain, "\n") {
+						if strings.HasSuffix(l, "…") { // block cut the line at the edge
+							t.Fatalf("%s help at %dx%d is cut:\n%s", name, w, h, plain)
+						}
+						seen[strings.Join(strings.Fields(strings.Trim(strings.TrimSpace(l), "│")), " ")] = true
+					}
+					if v == prev {
+						break // the bottom
+					}
+					prev = v
+					o.Update(keys("j"))
+				}
+				all := strings.Join(slices.Collect(maps.Keys(seen)), "\n")
+				for _, g := range groups {
+					for _, b := range g.Keys {
+						first := strings.Fields(b.Help().Desc)[0]
+						re := regexp.MustCompile(regexp.QuoteMeta(b.Help().Key) + `\s+` + regexp.QuoteMeta(first))
+						if !re.MatchString(all) {
+							t.Fatalf("%s help at %dx%d never shows %q %q:\n%s", name, w, h, b.Help().Key, b.Help().Desc, prev)
+						}
+					}
+				}
+			}
+		}
 	}
 }
