@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,21 +30,28 @@ const usage = `mkbench: a workbench for MetaKernel few-shot learning
 
 Usage:
   mkbench                       open the workbench (terminal UI): pick a preset, watch it train
-  mkbench tui [--preset NAME] [--iters N] [--seed S] [--data DIR]
+  mkbench tui [--preset NAME] [--iters N] [--seed S] [--set KEY=VALUE ...] [--data DIR]
                                 the workbench, optionally starting a preset at once
   mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
-              [--eval-tasks N] [--val-every N] [--val-tasks N] [--data DIR]
-  mkbench run --resume DIR [--iters N] [--data DIR]
+              [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
+  mkbench run --resume DIR [--iters N] [--repair] [--data DIR]
   mkbench eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--query Q] [--data DIR] [--json]
   mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
-              [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--run DIR] [--out DIR]
+              [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--set KEY=VALUE ...]
+              [--run DIR] [--out DIR]
                                 NAME: ablation, versatility, efficiency, shots
   mkbench experiment --resume DIR
   mkbench report DIR            redraw an experiment's tables and figures
   mkbench presets               list presets
   mkbench --version
 
+--set KEY=VALUE overrides any preset setting (repeatable; e.g. --set lr=0.0005 --set clip_norm=1);
+--iters, --seed, --eval-tasks, --val-every and --val-tasks are shorthands of the same settings.
+Keys: 
+
 Variants: rbf, rff, vrf, vrf+ctx, vrf+cnf, metakernel.
+A run that cannot fit in this machine's memory is refused before it starts.
+Ctrl-C, SIGTERM and SIGHUP save a checkpoint first and print the --resume command.
 Runs go to ./runs (or $MKBENCH_RUNS) unless --out is given.
 `
 
@@ -69,7 +79,7 @@ func cli(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stdout, "mkbench %s\n", version)
 		return 0
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, strings.Replace(usage, "Keys: ", "Keys: "+settingKeys()+".", 1))
 		return 0
 	}
 	return fail(stderr, fmt.Errorf("unknown command %q (run mkbench help for the list)", args[0]))
@@ -140,6 +150,72 @@ func flagHelp(fs *flag.FlagSet, w io.Writer) {
 	fs.PrintDefaults()
 }
 
+// setHelp is the --set flag's help.
+const setHelp = "override a preset setting, key=value (repeatable): e.g. --set lr=0.0005 --set clip_norm=1 --set embed_hidden=64,64; keys: "
+
+// settingKeys lists the keys --set takes.
+func settingKeys() string {
+	keys := presets.OverrideKeys()
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Key
+	}
+	return strings.Join(names, ", ")
+}
+
+// setFlag adds the repeatable --set key=value flag to fs and returns the
+// settings given, unparsed: overrides parses them after the flags, so
+// every bad one is named in one error line.
+func setFlag(fs *flag.FlagSet) *[]string {
+	var raw []string
+	fs.Func("set", setHelp+settingKeys(), func(s string) error {
+		raw = append(raw, s)
+		return nil
+	})
+	return &raw
+}
+
+// overrides parses the --set settings and adds the value of each of the
+// shorthand flags given (--iters is --set iters=N, --eval-tasks is --set
+// eval_tasks=N, …). A bad setting, a key set twice, or a flag and a --set
+// of the same key is an error naming each.
+func overrides(fs *flag.FlagSet, set map[string]bool, sets *[]string, shorthands ...string) (presets.Overrides, error) {
+	ov := presets.Overrides{}
+	var errs []string
+	for _, s := range *sets {
+		k, v, err := presets.ParseSet(s)
+		switch {
+		case err != nil && k != "": // a known key's bad value: "lr=fast: want a number"
+			errs = append(errs, "--set "+err.Error())
+		case err != nil:
+			errs = append(errs, "--set: "+err.Error())
+		case ov[k] != nil:
+			errs = append(errs, fmt.Sprintf("--set: %s is set twice", k))
+		default:
+			ov[k] = v
+		}
+	}
+	for _, n := range shorthands {
+		if !set[n] {
+			continue
+		}
+		k := strings.ReplaceAll(n, "-", "_")
+		if _, dup := ov[k]; dup {
+			errs = append(errs, fmt.Sprintf("--%s and --set %s are the same setting; give one", n, k))
+			continue
+		}
+		v := fs.Lookup(n).Value.(flag.Getter).Get()
+		if x, ok := v.(int64); ok {
+			v = int(x)
+		}
+		ov[k] = v
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %s", fs.Name(), strings.Join(errs, "; "))
+	}
+	return ov, nil
+}
+
 // dataHelp is the --data flag's help: the folder depends on the preset's
 // data set.
 const dataHelp = "folder of the preset's data set, e.g. the one holding Omniglot's images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/<set>, ./data/<set> or ../shared/data/<set>, <set> being omniglot, cifarfs, miniimagenet, domainnet or embeddings)"
@@ -158,6 +234,8 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
 	fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
 	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
+	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
+	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks")
 	if !ok {
 		return code
@@ -170,10 +248,13 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	// start is the first progress line, printed once the task data has
 	// loaded: a missing data folder should not be preceded by "training…".
 	var presetName, dir, family, start string
+	if *repair && *resume == "" {
+		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
+	}
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks"} {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set"} {
 			if set[n] {
-				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can", n))
+				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
 			}
 		}
 		ck, err := engine.LoadCheckpoint(filepath.Join(*resume, engine.FileCheckpoint))
@@ -192,13 +273,11 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
 		}
-		ov := presets.Overrides{}
-		for _, n := range []string{"iters", "seed", "eval-tasks", "val-every", "val-tasks"} {
-			if set[n] {
-				ov[n] = fs.Lookup(n).Value.(flag.Getter).Get()
-			}
+		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks")
+		if err != nil {
+			return fail(stderr, err)
 		}
-		p, c, err := presets.Spec{Preset: *preset, Variant: *variant, Overrides: ov}.Config()
+		p, c, err := checkSpec(presets.Spec{Preset: *preset, Variant: *variant, Overrides: ov})
 		if err != nil {
 			return fail(stderr, err)
 		}
@@ -211,7 +290,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
 	}
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := stopContext()
 	defer cancel()
 	var obs engine.Observer
 	if !*quiet {
@@ -224,7 +303,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if !*quiet {
 		fmt.Fprintln(stdout, start)
 	}
-	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Val: srcs.Val, Test: srcs.Test,
+	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test,
 		Budget: time.Duration(*minutes * float64(time.Minute))}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	if res.Interrupted && (errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStopped)) {
@@ -239,6 +318,21 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	return 0
 }
 
+// stopContext is cancelled by Ctrl-C, SIGTERM and SIGHUP (a closed
+// terminal, tmux kill-session, a dropped ssh), so each of them saves a
+// checkpoint before the command ends. SIGHUP is left alone when it is
+// ignored (nohup), so the run goes on. SIGPIPE is ignored: a progress line
+// written to a closed pipe or a hung-up terminal fails quietly (EPIPE,
+// EIO) instead of killing the run before it saves.
+func stopContext() (context.Context, context.CancelFunc) {
+	signal.Ignore(syscall.SIGPIPE)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return signal.NotifyContext(context.Background(), sigs...)
+}
+
 // cmdTUI opens the workbench. It needs a terminal on both ends; without
 // one (a pipe, a CI job) it says so and points at the headless command.
 func cmdTUI(args []string, stdout, stderr *os.File) int {
@@ -247,19 +341,25 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
 	data := fs.String("data", "", dataHelp)
-	_, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
+	sets := setFlag(fs)
+	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
 	if !ok {
 		return code
 	}
+	// --iters and --seed are shorthands of --set iters and seed, as in run.
+	ov, err := overrides(fs, set, sets, "iters", "seed")
+	if err != nil {
+		return fail(stderr, err)
+	}
 	if *preset != "" {
-		if _, err := presets.Get(*preset); err != nil {
+		if _, _, err := checkSpec(presets.Spec{Preset: *preset, Overrides: ov}); err != nil {
 			return fail(stderr, err)
 		}
 	}
 	if why := noTerminal(os.Stdin, stdout); why != "" {
 		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data}, stdout); err != nil {
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0
@@ -311,15 +411,25 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query"); err != nil {
 		return fail(stderr, err)
 	}
-	// A run that validated is tested with its best-validation parameters,
-	// as its summary was.
-	path := filepath.Join(*run, engine.FileBest)
-	if _, err := os.Stat(path); err != nil {
-		path = filepath.Join(*run, engine.FileCheckpoint)
+	// The run directory is locked while it is evaluated, so a run resumed
+	// into it meanwhile is refused (and this refused while it trains). A
+	// directory that does not exist is not created: loading says so.
+	if st, err := os.Stat(*run); err == nil && st.IsDir() {
+		lock, err := engine.LockRun(*run)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("eval: %w", err))
+		}
+		defer lock.Release()
 	}
-	ck, err := engine.LoadCheckpoint(path)
+	// A run that validated is tested with its best-validation parameters,
+	// as its summary was; where best.gob is missing the note says which
+	// checkpoint stands in.
+	ck, which, note, err := engine.LoadEvalCheckpoint(*run)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if note != "" {
+		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
 	}
 	c := &ck.Config
 	if (set["way"] || set["shot"]) && !c.Classify() {
@@ -335,6 +445,13 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		// The training source is built too (the model is rebuilt on it),
 		// so its queries follow.
 		c.EvalQuery, c.Query = *query, *query
+	}
+	if err := c.Validate(); err != nil {
+		return fail(stderr, fmt.Errorf("eval: %w", err))
+	}
+	if err := checkMemory(*run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
+		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query"}); err != nil {
+		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
 	srcs, err := presets.NewSources(ck.Source, *c, *data)
 	if err != nil {
@@ -362,7 +479,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter)
+	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d, %s checkpoint)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter, which)
 	var sum engine.Summary
 	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && !set["way"] && !set["shot"] && !set["query"] && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {
@@ -372,4 +489,133 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		}
 	}
 	return 0
+}
+
+// checkSpec returns the preset and config of sp, refusing one that
+// cannot fit in this machine's memory (checkMemory).
+func checkSpec(sp presets.Spec) (presets.Preset, engine.Config, error) {
+	p, cfg, err := sp.Config()
+	if err != nil {
+		return p, cfg, err
+	}
+	return p, cfg, checkMemory(p.Name, p.Source, cfg, engine.Config.MemoryEstimate, nil)
+}
+
+// memSize is one size of a config that memory grows with.
+type memSize struct {
+	key string
+	min int
+	// field returns the setting in c, nil when c has none (way of a
+	// regression task, the image size of an MLP).
+	field func(c *engine.Config) *int
+}
+
+var memSizes = []memSize{
+	{"bases", 1, func(c *engine.Config) *int { return &c.Bases }},
+	{"way", 2, func(c *engine.Config) *int {
+		if !c.Classify() {
+			return nil
+		}
+		return &c.Way
+	}},
+	{"shot", 1, func(c *engine.Config) *int { return &c.Shot }},
+	{"query", 1, func(c *engine.Config) *int { return &c.Query }},
+	{"meta_batch", 1, func(c *engine.Config) *int { return &c.MetaBatch }},
+	{"eval_query", 1, func(c *engine.Config) *int { return &c.EvalQuery }},
+	{"image height", 1, func(c *engine.Config) *int {
+		if c.Conv == nil {
+			return nil
+		}
+		return &c.Conv.Height
+	}},
+	{"image width", 1, func(c *engine.Config) *int {
+		if c.Conv == nil {
+			return nil
+		}
+		return &c.Conv.Width
+	}},
+}
+
+// checkMemory refuses cfg when est says it needs more memory than the
+// machine has available (engine.MachineMemory), in one line with both
+// figures and, for each size that alone can bring it down far enough, the
+// largest value that fits, most oversized first. labels renames the sizes
+// a command shows (eval's --way); nil shows them as settings. Where the
+// machine's memory cannot be read nothing is refused.
+func checkMemory(name, family string, cfg engine.Config, est func(engine.Config, int, int) uint64, labels map[string]string) error {
+	avail := engine.MachineMemory()
+	need := func(c engine.Config) uint64 {
+		in, out := presets.Dims(family, c)
+		return est(c, in, out) + presets.DataBytes(family, c)
+	}
+	total := need(cfg)
+	if avail == 0 || total <= avail {
+		return nil
+	}
+	type fit struct {
+		text  string
+		ratio float64
+	}
+	var fits []fit
+	for _, s := range memSizes {
+		label := s.key
+		if labels != nil {
+			if label = labels[s.key]; label == "" {
+				continue
+			}
+		}
+		c := cloneConfig(cfg)
+		p := s.field(&c)
+		if p == nil || *p <= s.min {
+			continue
+		}
+		cur := *p
+		// The largest value in [min, cur) that fits, by bisection.
+		lo, hi := s.min-1, cur // need(lo+1…) unknown; need(hi) > avail
+		for hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			*p = mid
+			if need(c) <= avail {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		if lo >= s.min {
+			fits = append(fits, fit{fmt.Sprintf("%s %d", label, lo), float64(cur) / float64(lo)})
+		}
+	}
+	sort.SliceStable(fits, func(i, j int) bool { return fits[i].ratio > fits[j].ratio })
+	msg := fmt.Sprintf("%s needs about %s of memory, more than the %s this machine has available", name, formatBytes(total), formatBytes(avail))
+	if len(fits) == 0 {
+		return errors.New(msg + "; no one size brought down is enough: reduce several (bases, meta_batch, shot, query, eval_query)")
+	}
+	parts := make([]string, len(fits))
+	for i, f := range fits {
+		parts[i] = f.text
+	}
+	return fmt.Errorf("%s; the largest that fit, one size at a time: %s", msg, strings.Join(parts, ", "))
+}
+
+// cloneConfig copies c deeply enough to change its sizes.
+func cloneConfig(c engine.Config) engine.Config {
+	if c.Conv != nil {
+		conv := *c.Conv
+		c.Conv = &conv
+	}
+	c.EmbedHidden = slices.Clone(c.EmbedHidden)
+	return c
+}
+
+// formatBytes writes n in GiB or MiB.
+func formatBytes(n uint64) string {
+	switch {
+	case n >= 1<<50:
+		return fmt.Sprintf("%.3g PiB", float64(n)/(1<<50))
+	case n >= 1<<40:
+		return fmt.Sprintf("%.3g TiB", float64(n)/(1<<40))
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
 }

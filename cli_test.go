@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -222,4 +224,141 @@ func readAll(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// --set overrides any preset setting on run, tui and experiment; a bad
+// key or value, or a flag and a --set of the same key, is one error line
+// naming each.
+func TestSetOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"run", "--preset", "sine-5shot", "--set", "lrr=1"}, []string{`--set: unknown setting "lrr" (settings: iters, seed,`, "clip_norm"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "lr=fast", "--set", "bases=many"}, []string{"--set lr=fast: want a number", "--set bases=many: want a whole number"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "embed_hidden=64,x"}, []string{"--set embed_hidden=64,x: want a comma-separated list"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "lr"}, []string{`--set: "lr" is not key=value`}},
+		{[]string{"run", "--preset", "sine-5shot", "--iters", "5", "--set", "iters=6"}, []string{"--iters and --set iters are the same setting"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "lr=1", "--set", "lr=2"}, []string{"--set: lr is set twice"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "way=5"}, []string{`setting not used by this preset: "way"`}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "bases=0"}, []string{"bases (D) must be positive"}},
+		{[]string{"run", "--preset", "omniglot-5w1s", "--set", "way=1"}, []string{"way must be at least 2"}},
+		{[]string{"run", "--resume", t.TempDir(), "--set", "lr=1"}, []string{"--set cannot be changed when resuming"}},
+		{[]string{"run", "--preset", "sine-5shot", "--repair"}, []string{"--repair applies to --resume DIR only"}},
+		{[]string{"tui", "--preset", "sine-5shot", "--set", "lrr=1"}, []string{`--set: unknown setting "lrr"`}},
+		{[]string{"tui", "--preset", "sine-5shot", "--seed", "2", "--set", "seed=3"}, []string{"--seed and --set seed are the same setting"}},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--set", "lr=fast"}, []string{"--set lr=fast: want a number"}},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--iters", "3", "--set", "iters=4"}, []string{"--iters and --set iters are the same setting"}},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--set", "seed=4"}, []string{"--set seed: give it as --seeds"}},
+	} {
+		_, se, code := mkbench(t, tc.args...)
+		bad := code != 1 || strings.Count(strings.TrimSpace(se), "\n") != 0
+		for _, w := range tc.want {
+			bad = bad || !strings.Contains(se, w)
+		}
+		if bad {
+			t.Errorf("mkbench %s: exit %d, stderr %q; want one line containing %q", strings.Join(tc.args, " "), code, se, tc.want)
+		}
+	}
+
+	// The divergence advice's command works, and config.json records the
+	// settings ("-" standing for "_").
+	dir := filepath.Join(t.TempDir(), "run")
+	if so, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--set", "lr=0.0005", "--set", "clip_norm=1",
+		"--set", "embed-hidden=32,32", "--iters", "20", "--eval-tasks", "5", "--out", dir); code != 0 {
+		t.Fatalf("run with --set: exit %d: %s %s", code, so, se)
+	}
+	var cfg struct {
+		Config engine.Config `json:"config"`
+	}
+	if err := json.Unmarshal(readAll(t, filepath.Join(dir, engine.FileConfig)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Config; c.LR != 0.0005 || c.ClipNorm != 1 || c.Iters != 20 || c.EvalTasks != 5 || !slices.Equal(c.EmbedHidden, []int{32, 32}) {
+		t.Errorf("config.json: lr %g, clip_norm %g, iters %d, eval_tasks %d, embed_hidden %v", c.LR, c.ClipNorm, c.Iters, c.EvalTasks, c.EmbedHidden)
+	}
+
+	// The experiment's runs get the settings too.
+	exp := filepath.Join(t.TempDir(), "exp")
+	if so, se, code := mkbench(t, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "rbf", "--iters", "2",
+		"--eval-tasks", "2", "--set", "lr=0.0005", "--quiet", "--out", exp); code != 0 {
+		t.Fatalf("experiment with --set: exit %d: %s %s", code, so, se)
+	}
+	if err := json.Unmarshal(readAll(t, filepath.Join(exp, "runs", "rbf-s1", engine.FileConfig)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.LR != 0.0005 {
+		t.Errorf("experiment run's lr %g, want 0.0005", cfg.Config.LR)
+	}
+}
+
+// A run too large for the machine is refused before anything is
+// allocated or written: one line with the estimate, the machine's memory
+// and the largest size that fits (these used to end in "fatal error:
+// runtime: out of memory" or the OOM killer).
+func TestTooLargeIsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--preset", "sine-5shot", "--set", "bases=100000000"},
+		{"run", "--preset", "sine-5shot", "--set", "bases=1000000"},
+		{"run", "--preset", "omniglot-5w1s", "--set", "bases=1000000"},
+		{"experiment", "efficiency", "--preset", "sine-5shot", "--bases", "16,1000000"},
+	} {
+		root := t.TempDir()
+		out := filepath.Join(root, "out")
+		cmd := exec.Command(binary, append(args, "--out", out)...)
+		cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+root)
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		ee, _ := err.(*exec.ExitError)
+		line := se.String()
+		if ee == nil || ee.ExitCode() != 1 || strings.Count(line, "\n") != 1 || !strings.Contains(line, "needs about") ||
+			!strings.Contains(line, "this machine has available") || !regexp.MustCompile(`bases \d+`).MatchString(line) {
+			t.Errorf("%v: %v, stdout %q, stderr %q", args, err, so.String(), line)
+		}
+		if entries, _ := os.ReadDir(root); len(entries) != 0 {
+			t.Errorf("%v wrote %v", args, entries)
+		}
+	}
+}
+
+// SIGHUP (a closed terminal, tmux kill-session, a dropped ssh) saves like
+// SIGTERM, and a run whose stdout is gone (the terminal's pipe closed)
+// does not die writing its progress lines.
+func TestHangupCheckpoints(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--preset", "sine-5shot", "--variant", "vrf", "--iters", "100000", "--out", dir)
+	var se strings.Builder
+	cmd.Stderr = &se
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1)
+	stdout.Read(buf) // the first line has begun
+	stdout.Close()   // the terminal is gone
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, engine.FileMetrics)); err == nil && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("run produced no metrics")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2500 * time.Millisecond) // a progress line goes to the closed pipe
+	cmd.Process.Signal(syscall.SIGHUP)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "mkbench run --resume "+dir) {
+		t.Fatalf("want exit 130 with a resume hint, got %v, %q", err, se.String())
+	}
+	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+	if err != nil || ck.Iter == 0 {
+		t.Fatalf("checkpoint after SIGHUP: %v", err)
+	}
 }

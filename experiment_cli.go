@@ -8,10 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
@@ -51,6 +50,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	fromRun := fs.String("run", "", "versatility: evaluate this trained run directory instead of training")
 	resume := fs.String("resume", "", "continue the interrupted experiment in this directory")
 	quiet := fs.Bool("quiet", false, "print only the results")
+	sets := setFlag(fs)
 	set, err := parse(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -68,9 +68,10 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	}
 
 	var o experiments.Options
+	var ov presets.Overrides
 	var dir string
 	if *resume != "" {
-		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run"} {
+		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run", "set"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("experiment: --%s cannot be changed when resuming (the experiment keeps its settings); only --data and --quiet can", n))
 			}
@@ -86,6 +87,22 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	} else {
 		if name == "" {
 			return fail(stderr, fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))
+		}
+		// --iters and --eval-tasks are shorthands of --set iters and
+		// eval_tasks; they are options too, which experiment.json records.
+		if ov, err = overrides(fs, set, sets, "iters", "eval-tasks"); err != nil {
+			return fail(stderr, err)
+		}
+		if iv, ok := ov["iters"]; ok {
+			*iters = iv.(int)
+		}
+		if ev, ok := ov["eval_tasks"]; ok {
+			*evalTasks = ev.(int)
+		}
+		for k, f := range map[string]string{"seed": "--seeds", "bases": "--bases"} {
+			if _, ok := ov[k]; ok {
+				return fail(stderr, fmt.Errorf("experiment: --set %s: give it as %s, the experiment's own setting", k, f))
+			}
 		}
 		o = experiments.Options{Experiment: name, Preset: *preset, Iters: *iters, EvalTasks: *evalTasks, Minutes: *minutes, FromRun: *fromRun}
 		var err error
@@ -117,15 +134,29 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	}
 	o.Data = *data
 
-	r := &experiments.Runner{Dir: dir, Options: o, Baselines: experiments.DefaultBaselines()}
+	r := &experiments.Runner{Dir: dir, Options: o, Overrides: ov, Baselines: experiments.DefaultBaselines()}
 	if _, err := r.Plan(); err != nil {
 		return fail(stderr, err)
+	}
+	if *resume == "" && o.FromRun == "" {
+		// The largest run of the plan must fit: the preset's variant with
+		// the overrides and the largest D.
+		mem := ov.With("iters", max(o.Iters, 1))
+		if len(o.Bases) > 0 {
+			mem["bases"] = slices.Max(o.Bases)
+		}
+		if o.Experiment == "shots" && len(o.Shots) > 0 {
+			mem["shot"] = slices.Max(o.Shots)
+		}
+		if _, _, err := checkSpec(presets.Spec{Preset: o.Preset, Overrides: mem}); err != nil {
+			return fail(stderr, fmt.Errorf("experiment: %w", err))
+		}
 	}
 	if !*quiet {
 		r.Progress = progressLines(stdout)
 		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := stopContext()
 	defer cancel()
 	res, err := r.Run(ctx)
 	if err != nil && errors.Is(err, context.Canceled) {

@@ -209,6 +209,9 @@ func (c Config) Validate() error {
 	if c.Way < 0 || c.InferLayers < 0 || c.ValEvery < 0 || c.ValTasks < 0 {
 		errs = append(errs, fmt.Errorf("way, infer_layers, val_every and val_tasks must be ≥ 0, got %d, %d, %d, %d", c.Way, c.InferLayers, c.ValEvery, c.ValTasks))
 	}
+	if c.Way == 1 {
+		errs = append(errs, errors.New("way must be at least 2: a 1-way task has one class, so every prediction is right"))
+	}
 	if c.ValEvery > 0 && c.ValTasks <= 0 {
 		errs = append(errs, errors.New("val_every needs val_tasks > 0"))
 	}

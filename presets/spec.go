@@ -179,11 +179,7 @@ func applyOverride(c, preset *engine.Config, key string, v any) error {
 	k := strings.ReplaceAll(key, "-", "_")
 	i := slices.IndexFunc(overrides, func(o override) bool { return o.key == k })
 	if i < 0 {
-		names := make([]string, len(overrides))
-		for j, o := range overrides {
-			names[j] = o.key
-		}
-		return fmt.Errorf("%w %q (settings: %s)", ErrUnknownKey, key, strings.Join(names, ", "))
+		return fmt.Errorf("%w %q (settings: %s)", ErrUnknownKey, key, strings.Join(overrideNames(), ", "))
 	}
 	o := overrides[i]
 	if !o.uses(preset) {

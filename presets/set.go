@@ -1,0 +1,105 @@
+package presets
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ParseSet parses one "key=value" setting, as `--set` and the sweep files
+// write it: key is an override key (see OverrideKeys; "-" may stand for
+// "_"), returned in its snake_case form, and the value is parsed by the
+// key's kind: an int, a finite number, a word, or a comma-separated list of
+// ints (embed_hidden=64,64). Errors name the setting and what it wants; for
+// a known key with a bad value, key is returned with the error, and the
+// error reads "key=value: want …".
+func ParseSet(s string) (key string, v any, err error) {
+	k, val, ok := strings.Cut(s, "=")
+	k = strings.ReplaceAll(strings.TrimSpace(k), "-", "_")
+	if !ok || k == "" {
+		return "", nil, fmt.Errorf("%q is not key=value (e.g. lr=0.0005)", s)
+	}
+	i := slices.IndexFunc(overrides, func(o override) bool { return o.key == k })
+	if i < 0 {
+		return "", nil, fmt.Errorf("%w %q (settings: %s)", ErrUnknownKey, k, strings.Join(overrideNames(), ", "))
+	}
+	val = strings.TrimSpace(val)
+	switch overrides[i].kind {
+	case KindInt:
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			return k, nil, fmt.Errorf("%s=%s: want a whole number", k, val)
+		}
+		return k, n, nil
+	case KindFloat:
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return k, nil, fmt.Errorf("%s=%s: want a number", k, val)
+		}
+		return k, x, nil
+	case KindString:
+		if val == "" || strings.ContainsAny(val, " \t,=") {
+			return k, nil, fmt.Errorf("%s=%s: want a word", k, val)
+		}
+		return k, val, nil
+	case KindIntList:
+		var out []int
+		for _, f := range strings.Split(val, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil {
+				return k, nil, fmt.Errorf("%s=%s: want a comma-separated list of whole numbers (e.g. %s=64,64)", k, val, k)
+			}
+			out = append(out, n)
+		}
+		return k, out, nil
+	}
+	panic("presets: unknown override kind")
+}
+
+func overrideNames() []string {
+	names := make([]string, len(overrides))
+	for j, o := range overrides {
+		names[j] = o.key
+	}
+	return names
+}
+
+// Set parses one "key=value" setting with ParseSet and adds it to o, so a
+// non-nil Overrides is a flag.Value for a repeatable --set flag. Setting a
+// key twice is an error.
+func (o Overrides) Set(s string) error {
+	k, v, err := ParseSet(s)
+	if err != nil {
+		return err
+	}
+	if _, dup := o[k]; dup {
+		return fmt.Errorf("%s is set twice", k)
+	}
+	o[k] = v
+	return nil
+}
+
+// String writes o as sorted key=value settings, ParseSet's syntax.
+func (o Overrides) String() string {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		v := o[k]
+		if l, ok := v.([]int); ok {
+			s := make([]string, len(l))
+			for j, n := range l {
+				s[j] = strconv.Itoa(n)
+			}
+			v = strings.Join(s, ",")
+		}
+		parts[i] = fmt.Sprintf("%s=%v", k, v)
+	}
+	return strings.Join(parts, " ")
+}
