@@ -469,8 +469,12 @@ func stepError(iter int, st StepStats, err error, dir string, saved int, lr floa
 		if nonFinite {
 			errs = append(errs, ErrNonFinite)
 		}
-		return &divergence{errs: errs, msg: fmt.Sprintf("training diverged at iteration %d: %v; %s; try --set lr=%g or --set clip_norm=1",
-			iter, cause, where, lr/2)}
+		what := cause.Error()
+		if ke := (*ops.KRRError)(nil); errors.As(cause, &ke) {
+			what = ke.Problem()
+		}
+		return &divergence{errs: errs, msg: fmt.Sprintf("training diverged at iteration %d: %s; %s; try --set lr=%g or --set clip_norm=1",
+			iter, what, where, lr/2)}
 	}
 	return fmt.Errorf("training failed at iteration %d: %w; %s", iter, cause, where)
 }

@@ -37,16 +37,18 @@ type KRRError struct {
 	Value     float64 // its value
 }
 
-func (e *KRRError) Error() string {
+func (e *KRRError) Error() string { return e.Problem() + "; " + krrNotPDAdvice }
+
+// Problem is the error without the advice.
+func (e *KRRError) Problem() string {
 	switch {
 	case e.NonFinite && e.Task < 0:
-		return fmt.Sprintf("the KRR solve's λ=%g is not finite; %s", e.Lambda, krrNotPDAdvice)
+		return fmt.Sprintf("the KRR solve's λ=%g is not finite", e.Lambda)
 	case e.NonFinite:
-		return fmt.Sprintf("the KRR solve's kernel matrix of task %d is not finite: K[%d,%d]=%g (λ=%g); %s",
-			e.Task, e.Row, e.Col, e.Value, e.Lambda, krrNotPDAdvice)
+		return fmt.Sprintf("the KRR solve's kernel matrix of task %d is not finite: K[%d,%d]=%g (λ=%g)",
+			e.Task, e.Row, e.Col, e.Value, e.Lambda)
 	}
-	return fmt.Sprintf("the KRR solve's system K+λI of task %d is not positive definite (λ=%g, n=%d); %s",
-		e.Task, e.Lambda, e.N, krrNotPDAdvice)
+	return fmt.Sprintf("the KRR solve's system K+λI of task %d is not positive definite (λ=%g, n=%d)", e.Task, e.Lambda, e.N)
 }
 
 // Is matches ErrNotPD, and ErrNotFinite for a non-finite K or λ.

@@ -423,6 +423,14 @@ func TestKRRGraphNotPD(t *testing.T) {
 			if !strings.Contains(err.Error(), "task 1") {
 				t.Fatalf("error %q should name task 1", err)
 			}
+			// Cause unwraps gorgonia's machine error to the op's own.
+			var ke *KRRError
+			if c := Cause(err); !errors.As(c, &ke) || ke.Task != 1 || strings.Contains(c.Error(), "PC ") {
+				t.Fatalf("Cause(%q) = %q, want the op's KRRError", err, c)
+			}
+			if ke.NonFinite != (tc.name == "nan") || errors.Is(err, ErrNotFinite) && tc.name != "nan" {
+				t.Fatalf("non-finite %v for %s", ke.NonFinite, tc.name)
+			}
 		})
 	}
 }
