@@ -77,8 +77,9 @@ func (d *dashboard) rows() []runRow {
 			r.Dir, r.Iters = v.run.Dir, v.run.Config.Iters
 		}
 		if v.last != nil {
-			r.Iter, r.Iters, r.ItPerSec, r.Loss = v.last.Iter, v.last.Iters, v.last.ItersPerSec, v.last.Loss
+			r.Iters, r.ItPerSec, r.Loss = v.last.Iters, v.last.ItersPerSec, v.last.Loss
 		}
+		r.Iter = v.iteration()
 		if v.err != nil {
 			r.Err = firstLine(v.err.Error())
 		}
@@ -167,8 +168,9 @@ func (d *dashboard) status() statusData {
 	if sel.run != nil {
 		s.Dir, s.Iters = sel.run.Dir, sel.run.Config.Iters
 	}
+	s.Iter = sel.iteration()
 	if sel.last != nil {
-		s.Iter, s.Iters, s.ItPerSec = sel.last.Iter, sel.last.Iters, sel.last.ItersPerSec
+		s.Iters, s.ItPerSec = sel.last.Iters, sel.last.ItersPerSec
 		if sel.state != "running" {
 			s.ItPerSec = 0
 		}

@@ -42,6 +42,10 @@ type runView struct {
 	ended   bool
 	curve   curve
 	last    *engine.Snapshot
+	// replied is the iteration the latest command reply was served at:
+	// a checkpoint or a pause lands between two snapshots, and the table
+	// shows the iteration it saved or holds at (iteration).
+	replied int
 	display *engine.Display
 	eval    *engine.EvalResult
 	final   bool
@@ -50,6 +54,16 @@ type runView struct {
 }
 
 func (v *runView) active() bool { return v.run != nil && !v.ended }
+
+// iteration is the latest iteration the run is known to have completed:
+// its newest snapshot's, or a later command reply's.
+func (v *runView) iteration() int {
+	it := v.replied
+	if v.last != nil {
+		it = max(it, v.last.Iter)
+	}
+	return it
+}
 
 // shown is the state as the table and status bar say it: a run past its
 // last iteration is in its final evaluation, which can take a while.
@@ -142,12 +156,17 @@ func (d *dashboard) reply(v *runView, rep engine.Reply) {
 		d.setErr(fmt.Errorf("%s: %w", v.variant, rep.Err))
 		return
 	}
+	v.replied = max(v.replied, rep.Iter)
 	switch rep.Kind {
 	case engine.CmdPause:
 		if v.state != "stopping" {
 			v.state = "paused"
 		}
-		d.setMsg(fmt.Sprintf("paused at iteration %d; p resumes", rep.Iter))
+		// Every active run replies; the message is the selected run's,
+		// or, when that one is not training, whichever paused.
+		if sel := d.views[d.selected]; v == sel || !sel.active() || sel.state == "stopping" {
+			d.setMsg(fmt.Sprintf("paused %s at iteration %d; p resumes", v.variant, rep.Iter))
+		}
 	case engine.CmdResume:
 		if v.state == "paused" {
 			v.state = "running"

@@ -159,7 +159,7 @@ func (d *dashboard) start(i int) {
 		d.setErr(err)
 		return
 	}
-	v.run, v.state, v.ended, v.err = r, "starting", false, nil
+	v.run, v.state, v.ended, v.err, v.replied = r, "starting", false, nil, 0
 	verb := "started"
 	if r.Resumed {
 		verb = "resumed"

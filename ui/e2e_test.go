@@ -110,7 +110,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Pause: both runs hold.
 	tm.Send(keys("p"))
-	scr.waitFor(`paused at iteration \d+`)
+	scr.waitFor(`paused (rff|metakernel) at iteration \d+`)
 	scr.waitFor(`RFF\s+paused|MetaKernel\s+paused`)
 
 	// Help overlay, then back.

@@ -15,7 +15,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/ui/session"
 )
 
 // Quitting leaves nothing of the workbench: the last frame bubbletea
@@ -103,5 +105,64 @@ func TestHelpFitsEverySize(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A checkpoint is served between two snapshots: the table and the status
+// bar show the iteration it saved, as its message does, not the older
+// snapshot's (10300 against a checkpoint at 10304).
+func TestCheckpointShowsSavedIteration(t *testing.T) {
+	d := fakeDashboard(testTheme(), 160, 48)
+	mk := d.views[5]
+	d.Update(batchMsg{ups: []session.Update{{Run: mk.run,
+		Last:    &engine.Snapshot{Iter: 10300, Iters: 20000, ItersPerSec: 40, Loss: 0.08},
+		Replies: []engine.Reply{{Kind: engine.CmdCheckpoint, Iter: 10304}}}}})
+	if r := d.rows()[5]; r.Iter != 10304 {
+		t.Errorf("table row at iteration %d, want 10304", r.Iter)
+	}
+	if s := d.status(); s.Iter != 10304 {
+		t.Errorf("status bar at iteration %d, want 10304", s.Iter)
+	}
+	plain := ansi.Strip(d.View())
+	for _, want := range []string{"checkpoint saved: metakernel at iteration 10304", "10304/20000"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("%q not on screen:\n%s", want, plain)
+		}
+	}
+	if strings.Contains(plain, "10300/20000") {
+		t.Errorf("the table still shows the snapshot's iteration:\n%s", plain)
+	}
+	// A later snapshot moves it on as before.
+	d.Update(batchMsg{ups: []session.Update{{Run: mk.run, Last: &engine.Snapshot{Iter: 10400, Iters: 20000}}}})
+	if r := d.rows()[5]; r.Iter != 10400 {
+		t.Errorf("table row at iteration %d after a later snapshot, want 10400", r.Iter)
+	}
+}
+
+// Pausing reports the selected run's iteration, whichever run's reply
+// comes last; with the selected run not training, the one that paused.
+func TestPauseReportsSelectedRun(t *testing.T) {
+	for _, order := range [][2]int{{5, 1}, {1, 5}} {
+		d := fakeDashboard(testTheme(), 160, 48) // metakernel (5) is selected
+		iters := map[int]int{5: 1234, 1: 1567}
+		var ups []session.Update
+		for _, i := range order {
+			ups = append(ups, session.Update{Run: d.views[i].run, Replies: []engine.Reply{{Kind: engine.CmdPause, Iter: iters[i]}}})
+		}
+		d.Update(batchMsg{ups: ups})
+		if want := "paused metakernel at iteration 1234"; !strings.Contains(d.note.text, want) {
+			t.Errorf("replies in order %v: message %q, want %q", order, d.note.text, want)
+		}
+		if d.views[1].state != "paused" || d.views[5].state != "paused" {
+			t.Errorf("states %s, %s", d.views[1].state, d.views[5].state)
+		}
+	}
+	// The selected run has stopped: the other run's pause is reported,
+	// under its own name.
+	d := fakeDashboard(testTheme(), 160, 48)
+	d.views[5].state, d.views[5].ended = "stopped", true
+	d.Update(batchMsg{ups: []session.Update{{Run: d.views[1].run, Replies: []engine.Reply{{Kind: engine.CmdPause, Iter: 1567}}}}})
+	if want := "paused rff at iteration 1567"; !strings.Contains(d.note.text, want) {
+		t.Errorf("message %q, want %q", d.note.text, want)
 	}
 }
