@@ -49,6 +49,18 @@ func TestOmniglotRunAndEval(t *testing.T) {
 	if code != 0 || !strings.Contains(so, "accuracy") {
 		t.Fatalf("eval at 10-way 10-shot, 10 queries: exit %d\n%s%s", code, so, se)
 	}
+	// A 1-way task is always right: refused, not reported as 100%.
+	if so, se, code := mkbench(t, "eval", "--run", dir, "--data", data, "--way", "1"); code != 1 || so != "" || !strings.Contains(se, "way must be at least 2") {
+		t.Errorf("eval --way 1: exit %d, stdout %q, stderr %q", code, so, se)
+	}
+	// Without best.gob the last checkpoint stands in, and eval says so.
+	if err := os.Remove(filepath.Join(dir, "best.gob")); err != nil {
+		t.Fatal(err)
+	}
+	so, se, code = mkbench(t, "eval", "--run", dir, "--data", data)
+	if code != 0 || !strings.Contains(se, "evaluating the last checkpoint (iteration 4)") || !strings.Contains(so, "last checkpoint") {
+		t.Errorf("eval without best.gob: exit %d, stdout %q, stderr %q", code, so, se)
+	}
 }
 
 func TestOmniglotBadInput(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 var binary string
@@ -174,6 +175,16 @@ func TestRunThenEvalReproduces(t *testing.T) {
 	so, se, code = mkbench(t, "eval", "--run", dir)
 	if code != 0 || !strings.Contains(so, "matches summary.json") {
 		t.Fatalf("eval did not reproduce the run's number: %s %s", so, se)
+	}
+	// While another process holds the run, eval is refused, naming it.
+	lock, err := runfile.Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, se, code = mkbench(t, "eval", "--run", dir)
+	lock.Release()
+	if code != 1 || !strings.Contains(se, "is in use by pid "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("eval of a locked run: exit %d, %q", code, se)
 	}
 	if _, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--iters", "5", "--out", dir); code == 0 || !strings.Contains(se, "already holds a run") {
 		t.Fatalf("second run into the same directory: exit %d, %q", code, se)

@@ -131,3 +131,35 @@ func TestExperimentInterruptAndResume(t *testing.T) {
 		t.Fatalf("resume: exit %d: %s %s", code, so, se2)
 	}
 }
+
+// SIGHUP stops an experiment as Ctrl-C does: checkpoint kept, resume hint.
+func TestExperimentHangupCheckpoints(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "exp")
+	cmd := exec.Command(binary, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "vrf", "--iters", "1000000",
+		"--eval-tasks", "10", "--out", dir)
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	metrics := filepath.Join(dir, "runs", "vrf-s1", engine.FileMetrics)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(metrics); err == nil && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the experiment produced no metrics")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "mkbench experiment --resume "+dir) {
+		t.Fatalf("want exit 130 with a resume hint, got %v, %q", err, se.String())
+	}
+	if ck, err := engine.LoadCheckpoint(filepath.Join(dir, "runs", "vrf-s1", engine.FileCheckpoint)); err != nil || ck.Iter == 0 {
+		t.Fatalf("checkpoint after SIGHUP: %v", err)
+	}
+}
