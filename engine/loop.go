@@ -12,9 +12,12 @@ import (
 // the training time; everything else a run does is a hook attached to it,
 // one per responsibility, in the order Run attaches them (run.go):
 //
-//	start         the run directory and config.json (runfiles.go), then
+//	start         (Run holds the directory's lock throughout) the run
+//	              directory and config.json (runfiles.go), then
 //	              metrics.jsonl and val.jsonl opened and, when resuming,
-//	              cut back to the checkpoint's iteration
+//	              checked against the checkpoint and cut back to its
+//	              iteration (logcheck.go), then a run from iteration 0
+//	              writes its iteration-0 checkpoint
 //	before a step the workbench's commands (control.go)
 //	after a step  the time budget (RunOptions.Budget), the metrics window
 //	              and a metrics.jsonl row every LogEvery iterations
