@@ -1,7 +1,10 @@
 package ui
 
 import (
+	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/canvas/graph"
@@ -24,6 +27,9 @@ type xySet struct {
 type chartSpec struct {
 	logY   bool // plot log10 y; points ≤ 0 are left out
 	xLabel func(float64) string
+	// iterX: x is an iteration count, labelled at whole, round numbers
+	// (iterTicks) instead of every 8 columns wherever that falls (2.5).
+	iterX bool
 }
 
 // yRange returns the range of the finite y values of sets (after the log
@@ -80,7 +86,10 @@ func newChart(t Theme, w, h int, minX, maxX, minY, maxY float64, spec chartSpec)
 		yFmt = func(_ int, v float64) string { return compact(math.Pow(10, v)) }
 	}
 	xFmt := func(_ int, v float64) string { return compact(v) }
-	if spec.xLabel != nil {
+	switch {
+	case spec.iterX:
+		xFmt = func(int, float64) string { return "" } // ntcharts draws none; drawIterTicks does
+	case spec.xLabel != nil:
 		xFmt = func(_ int, v float64) string { return spec.xLabel(v) }
 	}
 	yStep := 2
@@ -93,7 +102,72 @@ func newChart(t Theme, w, h int, minX, maxX, minY, maxY float64, spec chartSpec)
 		linechart.WithXLabelFormatter(xFmt),
 		linechart.WithYLabelFormatter(yFmt))
 	lc.DrawXYAxisAndLabel()
+	if spec.iterX {
+		drawIterTicks(&lc, minX, maxX)
+	}
 	return lc
+}
+
+// drawIterTicks labels an iteration axis at multiples of a round step (1,
+// 2 or 5 times a power of ten, at least 1), each under the column
+// drawLine puts that iteration in, as far apart as the labels need.
+func drawIterTicks(lc *linechart.Model, minX, maxX float64) {
+	gw := lc.GraphWidth()
+	span := maxX - minX
+	if gw < 2 || !(span > 0) || !finite(span) {
+		return
+	}
+	col := func(v float64) int { return int(math.Round((v - minX) / span * float64(gw-1))) }
+	step := iterStep(minX, maxX, gw)
+	o := lc.Origin()
+	end := -1 // the canvas column after the last label drawn
+	for v := math.Ceil(minX/step) * step; v <= maxX; v += step {
+		s := iterLabel(v)
+		x := o.X + 1 + col(v)
+		if x <= end || x+len(s) > lc.Canvas.Width() {
+			continue
+		}
+		lc.Canvas.SetStringWithStyle(canvas.Point{X: x, Y: o.Y + 1}, s, lc.LabelStyle)
+		end = x + len(s)
+	}
+}
+
+// iterStep is the smallest round step between iteration labels that puts
+// them at least 6 columns and their own width and two apart on a graph gw
+// columns wide.
+func iterStep(minX, maxX float64, gw int) float64 {
+	span := maxX - minX
+	prev := 1.0
+	for step := 1.0; ; step *= 10 {
+		for _, m := range []float64{1, 2, 5} {
+			s := step * m
+			if s > span {
+				return prev // a step no longer than the span labels something
+			}
+			need := float64(max(6, len(iterLabel(math.Floor(maxX/s)*s))+2))
+			if s/span*float64(gw-1) >= need {
+				return s
+			}
+			prev = s
+		}
+	}
+}
+
+// iterLabel writes a whole iteration number short: 20000 as 20k, 1500000
+// as 1.5M (G and T above), and exactly otherwise.
+func iterLabel(v float64) string {
+	n := int64(math.Round(v))
+	switch {
+	case n >= 1e12 && n%1e11 == 0:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e12), ".0") + "T"
+	case n >= 1e9 && n%1e8 == 0:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e9), ".0") + "G"
+	case n >= 1_000_000 && n%100_000 == 0:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e6), ".0") + "M"
+	case n >= 10_000 && n%100 == 0:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/1e3), ".0") + "k"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // drawLine draws one series on lc: a braille line, or with no colour its

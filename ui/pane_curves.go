@@ -121,7 +121,7 @@ func curvesPane(t Theme, d curvesData, w, h int) string {
 		titles[1] += " (log)"
 		titles[2] += " (log)"
 	}
-	spec := chartSpec{logY: d.LogY}
+	spec := chartSpec{logY: d.LogY, iterX: true}
 	var charts []string
 	if w >= 66 {
 		cw := (w - 2) / 3

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +166,67 @@ func TestPauseReportsSelectedRun(t *testing.T) {
 	d.Update(batchMsg{ups: []session.Update{{Run: d.views[1].run, Replies: []engine.Reply{{Kind: engine.CmdPause, Iter: 1567}}}}})
 	if want := "paused rff at iteration 1567"; !strings.Contains(d.note.text, want) {
 		t.Errorf("message %q, want %q", d.note.text, want)
+	}
+}
+
+// Iteration axes are labelled with whole iterations, also early in a run
+// when the range is a few iterations (the labels used to read 2.5), and
+// each label sits under its iteration's column.
+func TestIterationTicksAreWhole(t *testing.T) {
+	th := testTheme()
+	for _, r := range [][2]float64{{1, 2}, {1, 3}, {1, 6}, {2, 20}, {1, 96}, {20, 1200}, {1, 1e6}, {1e3, 1e12 - 7}} {
+		for _, w := range []int{25, 40, 65} { // below 66 the three charts are stacked
+			c := curve{Variant: "metakernel"}
+			for i := 0; i <= 50; i++ {
+				c.Iter = append(c.Iter, math.Round(r[0]+(r[1]-r[0])*float64(i)/50))
+				c.Loss = append(c.Loss, 1+math.Sin(float64(i))/2)
+			}
+			c.ELBO, c.Data, c.KL = c.Loss, c.Loss, c.Loss
+			pane := ansi.Strip(curvesPane(th, curvesData{Curves: []curve{c}, DataName: "MSE"}, w, 40))
+			lines := strings.Split(pane, "\n")
+			axes := 0
+			for i, axis := range lines[:len(lines)-1] {
+				origin := strings.IndexRune(axis, '└')
+				if origin < 0 {
+					continue
+				}
+				axes++
+				checkIterLabels(t, r, w, axis, origin, []rune(lines[i+1]), pane)
+			}
+			if axes != 3 {
+				t.Fatalf("%v at width %d: %d axes:\n%s", r, w, axes, pane)
+			}
+		}
+	}
+}
+
+// checkIterLabels checks the labels under an iteration axis of range r:
+// whole iterations inside it, each under its iteration's column.
+func checkIterLabels(t *testing.T, r [2]float64, w int, axis string, origin int, labels []rune, chart string) {
+	t.Helper()
+	origin = len([]rune(axis[:origin]))
+	gw := len([]rune(strings.TrimRight(axis, " "))) - origin - 1
+	n := 0
+	for _, f := range regexp.MustCompile(`\S+`).FindAllStringIndex(string(labels), -1) {
+		col := len([]rune(string(labels)[:f[0]]))
+		s := string(labels)[f[0]:f[1]]
+		mult := 1.0
+		for suffix, m := range map[string]float64{"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12} {
+			if strings.HasSuffix(s, suffix) {
+				s, mult = strings.TrimSuffix(s, suffix), m
+			}
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		v *= mult
+		if err != nil || v != math.Trunc(v) || v < r[0] || v > r[1] {
+			t.Fatalf("%v at width %d: label %q is not a whole iteration in range:\n%s", r, w, string(labels), chart)
+		}
+		if want := origin + 1 + int(math.Round((v-r[0])/(r[1]-r[0])*float64(gw-1))); col != want {
+			t.Errorf("%v at width %d: label %q at column %d, its iteration is drawn at %d", r, w, s, col, want)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Errorf("%v at width %d: no label:\n%s", r, w, chart)
 	}
 }
