@@ -42,7 +42,13 @@ type Checkpoint struct {
 	// run resumed into its final evaluation reports them truly.
 	Last      StepStats
 	MsPerIter float64
+
+	unverified bool // read from a file without checksum (format 1)
 }
+
+// Unverified reports whether c was read from a checkpoint file written
+// before checksums (format 1), whose damage cannot be detected.
+func (c *Checkpoint) Unverified() bool { return c.unverified }
 
 func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, win window, trainSec float64) *Checkpoint {
 	return &Checkpoint{Version: checkpointVersion, Preset: preset, Source: source, Config: m.Cfg, Iter: iter,
@@ -61,7 +67,10 @@ func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, wi
 //
 // Every load verifies the magic, version, length and checksum before
 // decoding, so a damaged file is refused instead of silently changing a
-// run. Files without the header (written before format 2) are refused.
+// run. Files without the header, written by mkbench before format 2, hold
+// a bare gob of a version-1 Checkpoint; they are still read, so earlier
+// runs stay usable, but cannot be verified (Unverified), which every caller
+// says; the next save of the run writes format 2.
 const (
 	checkpointMagic  = "MKBCKPT\n"
 	checkpointFormat = 2
@@ -148,16 +157,21 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 		}
 		return nil, fmt.Errorf("engine: reading checkpoint %s: %w", path, err)
 	}
+	var c Checkpoint
 	payload, err := checkpointPayload(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s is damaged: %v; %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
-	}
-	var c Checkpoint
-	if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: %s cannot be decoded (%v); %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
-	}
-	if c.Version != checkpointVersion {
-		return nil, fmt.Errorf("%w: %s has version %d, this mkbench reads version %d", ErrBadCheckpoint, path, c.Version, checkpointVersion)
+		// A file of format 1 is a bare gob of a version-1 checkpoint.
+		if lerr := gob.NewDecoder(bytes.NewReader(data)).Decode(&c); lerr != nil || c.Version != 1 {
+			return nil, fmt.Errorf("%w: %s is damaged: %v; %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
+		}
+		c.unverified = true
+	} else {
+		if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&c); err != nil {
+			return nil, fmt.Errorf("%w: %s cannot be decoded (%v); %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
+		}
+		if c.Version != checkpointVersion {
+			return nil, fmt.Errorf("%w: %s has version %d, this mkbench reads version %d", ErrBadCheckpoint, path, c.Version, checkpointVersion)
+		}
 	}
 	if err := c.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadCheckpoint, path, err)
@@ -220,18 +234,31 @@ func LoadEvalCheckpoint(dir string) (ck *Checkpoint, which, note string, err err
 		if err != nil {
 			return nil, "", "", err
 		}
-		return ck, "best", "", nil
+		return ck, "best", unverifiedNote(ck, bestPath), nil
 	}
 	ck, err = LoadCheckpoint(lastPath)
 	if err != nil {
 		return nil, "", "", err
 	}
+	note = unverifiedNote(ck, lastPath)
 	if ck.BestIter > 0 || ck.Config.ValEvery > 0 && ck.Iter >= ck.Config.ValEvery {
-		note = fmt.Sprintf("%s is missing: evaluating the last checkpoint (iteration %d) instead of the best validation's", bestPath, ck.Iter)
+		if note != "" {
+			note += "; "
+		}
+		note += fmt.Sprintf("%s is missing: evaluating the last checkpoint (iteration %d) instead of the best validation's", bestPath, ck.Iter)
 		if ck.BestIter > 0 {
 			note += fmt.Sprintf(" (iteration %d)", ck.BestIter)
 		}
 		note += ", so the number differs from the run's summary.json"
 	}
 	return ck, "last", note, nil
+}
+
+// unverifiedNote is the note for a checkpoint read without a checksum, or
+// "" for a verified one.
+func unverifiedNote(ck *Checkpoint, path string) string {
+	if !ck.Unverified() {
+		return ""
+	}
+	return fmt.Sprintf("%s was written by an mkbench without checkpoint checksums, so damage to it cannot be detected", path)
 }

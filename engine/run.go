@@ -181,6 +181,9 @@ func newRun(cfg Config, src task.Source, opts RunOptions, obs Observer, res *Res
 			cfg.Iters = iters
 		}
 		r.from = ck
+		if n := unverifiedNote(ck, filepath.Join(opts.Dir, FileCheckpoint)); n != "" {
+			res.note("%s; its next save adds one", n)
+		}
 		if ck.Iter == cfg.Iters {
 			if sum, ok := completeSummary(opts.Dir, ck); ok {
 				*res = Result{Dir: opts.Dir, Iters: ck.Iter, Last: ck.Last, Eval: sum.Eval, TrainSeconds: sum.TrainSeconds,
