@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 )
 
@@ -37,10 +36,10 @@ func expProgress(t Theme, d expProgressData, w int) string {
 		l1 += " · " + d.Phase
 	}
 	if d.Iters > 0 && (d.Phase == "training" || d.Phase == "resuming") {
-		l1 += fmt.Sprintf(" · iter %d/%d · %.1f it/s · run ETA %s", d.Iter, d.Iters, d.ItPerSec, engine.FormatETA(d.RunETA))
+		l1 += fmt.Sprintf(" · iter %s/%s · %.1f it/s · run ETA %s", count(d.Iter), count(d.Iters), d.ItPerSec, eta(d.RunETA))
 	}
 	if d.State == "running" {
-		l1 += " · experiment ETA " + engine.FormatETA(d.AllETA)
+		l1 += " · experiment ETA " + eta(d.AllETA)
 	} else {
 		l1 += " · " + t.Warn.Render(d.State)
 	}

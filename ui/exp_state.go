@@ -280,9 +280,10 @@ func (e *expState) progressData(now time.Time) expProgressData {
 		if d.RunETA >= 0 {
 			cur = d.RunETA.Seconds()
 		}
-		d.AllETA = time.Duration((cur + left*per) * float64(time.Second))
+		d.AllETA = secondsETA(cur + left*per)
 	case d.RunETA >= 0 && d.ItPerSec > 0:
-		d.AllETA = d.RunETA + max(engine.Remaining(0, (e.jobs-e.job)*d.Iters, d.ItPerSec), 0)
+		// In floats: the runs left times a huge budget overflows an int.
+		d.AllETA = addETA(d.RunETA, secondsETA(left*float64(d.Iters)/d.ItPerSec))
 	}
 	return d
 }

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
 )
 
 // finite reports whether v can be drawn: NaN or ±Inf scaled to a canvas
@@ -93,4 +96,54 @@ func (n note) render(t Theme) string {
 		return t.Err.Render(n.text)
 	}
 	return n.text
+}
+
+// etaCap is the longest remaining time shown as such; engine.Remaining
+// caps there (100 years) rather than overflow, and sums of ETAs are
+// capped there too (addETA, secondsETA).
+const etaCap = 100 * 365 * 24 * time.Hour
+
+// eta formats a remaining time as the status lines show it: "–" when
+// unknown (negative), to the second below two days, then in days or
+// years, and "≥100y" from etaCap on (a budget like --iters 1e12).
+func eta(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d < 48*time.Hour:
+		return engine.FormatETA(d)
+	case d >= etaCap:
+		return "≥100y"
+	case d < 365*day:
+		return fmt.Sprintf("%dd%dh", d/day, d%day/time.Hour)
+	}
+	return fmt.Sprintf("%.1fy", d.Hours()/24/365)
+}
+
+// secondsETA is s seconds as a Duration, capped at etaCap: a float
+// beyond about 292 years would overflow the conversion into a negative
+// time.
+func secondsETA(s float64) time.Duration {
+	if !(s < etaCap.Seconds()) {
+		return etaCap
+	}
+	return time.Duration(max(s, 0) * float64(time.Second))
+}
+
+// addETA adds two remaining times, capped at etaCap.
+func addETA(a, b time.Duration) time.Duration { return secondsETA(a.Seconds() + b.Seconds()) }
+
+// count writes an iteration count exactly up to 7 digits and as 12.35M,
+// 4.5G or 1T beyond, so that an iteration and its budget fit a column
+// however large the budget.
+func count(n int) string {
+	a := math.Abs(float64(n))
+	switch {
+	case a >= 1e12:
+		return fmt.Sprintf("%.4gT", float64(n)/1e12)
+	case a >= 1e9:
+		return fmt.Sprintf("%.4gG", float64(n)/1e9)
+	case a >= 1e7:
+		return fmt.Sprintf("%.4gM", float64(n)/1e6)
+	}
+	return fmt.Sprint(n)
 }

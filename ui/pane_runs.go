@@ -61,7 +61,7 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 		}
 		it, ips, loss, ev := "", "", "", ""
 		if r.State != "off" {
-			it = fmt.Sprintf("%d/%d", r.Iter, r.Iters)
+			it = count(r.Iter) + "/" + count(r.Iters)
 			if r.ItPerSec > 0 && r.State == "running" {
 				ips = fmt.Sprintf("%.1f", r.ItPerSec)
 			}

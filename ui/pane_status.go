@@ -43,8 +43,8 @@ func statusBar(t Theme, d statusData, w int) string {
 	if d.Iters > 0 {
 		pct = float64(d.Iter) / float64(d.Iters)
 	}
-	left := fmt.Sprintf(" %s │ %s │ %d/%d ", t.Bold.Render(d.Preset), strings.Join(vs, " "), d.Iter, d.Iters)
-	right := fmt.Sprintf(" %3.0f%% │ %.1f it/s │ ETA %s ", 100*pct, d.ItPerSec, engine.FormatETA(engine.Remaining(d.Iter, d.Iters, d.ItPerSec)))
+	left := fmt.Sprintf(" %s │ %s │ %s/%s ", t.Bold.Render(d.Preset), strings.Join(vs, " "), count(d.Iter), count(d.Iters))
+	right := fmt.Sprintf(" %3.0f%% │ %.1f it/s │ ETA %s ", 100*pct, d.ItPerSec, eta(engine.Remaining(d.Iter, d.Iters, d.ItPerSec)))
 	if d.State != "running" {
 		right += "│ " + t.Warn.Render(d.State) + " "
 	}

@@ -230,3 +230,57 @@ func checkIterLabels(t *testing.T, r [2]float64, w int, axis string, origin int,
 		t.Errorf("%v at width %d: no label:\n%s", r, w, chart)
 	}
 }
+
+// A huge budget (--iters 1e12) gives a sane ETA and progress everywhere:
+// the status bar, the ablation table and an experiment's progress line;
+// the 876000h0m0s that engine.Remaining's cap formats to reads ≥100y.
+func TestHugeBudget(t *testing.T) {
+	th := testTheme()
+	const iters = 1_000_000_000_000
+	bar := ansi.Strip(statusBar(th, statusData{Preset: "sine-5shot", Variants: []string{"metakernel"}, Variant: "metakernel",
+		Iter: 65, Iters: iters, ItPerSec: 16.8, State: "running"}, 100))
+	checkBlock(t, "status", bar, 100, 2)
+	for _, want := range []string{"65/1T", "0%", "ETA ≥100y", "░"} {
+		if !strings.Contains(bar, want) {
+			t.Errorf("status bar lacks %q:\n%s", want, bar)
+		}
+	}
+
+	rows := fakeRows()
+	before := strings.Split(ansi.Strip(runsPane(th, rows, 100, 20)), "\n")[2]
+	rows[1].Iter, rows[1].Iters = 65, iters
+	row := strings.Split(ansi.Strip(runsPane(th, rows, 100, 20)), "\n")[2]
+	if !strings.Contains(row, "65/1T") {
+		t.Errorf("row lacks 65/1T:\n%s", row)
+	}
+	// The table's columns stay put: it/s is where it is with a small budget.
+	if strings.Index(row, "61.3") != strings.Index(before, "61.3") {
+		t.Errorf("it/s column moved:\n%s\n%s", before, row)
+	}
+
+	e := &expState{jobs: 3, job: 1, state: "running", phase: "training",
+		snap: &engine.Snapshot{Iter: 5, Iters: iters, ItersPerSec: 10}}
+	d := e.progressData(time.Now())
+	if d.RunETA < 0 || d.AllETA < d.RunETA {
+		t.Errorf("run ETA %v, experiment ETA %v", d.RunETA, d.AllETA)
+	}
+	line := ansi.Strip(expProgress(th, d, 160))
+	for _, want := range []string{"iter 5/1T", "run ETA ≥100y", "experiment ETA ≥100y"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("progress line lacks %q:\n%s", want, line)
+		}
+	}
+	// Summed ETAs saturate instead of wrapping to a negative Duration.
+	e.jobs, e.jobSecs, e.jobAt = 1_000_000, []float64{3e9}, time.Now()
+	if d := e.progressData(time.Now()); d.AllETA < 0 {
+		t.Errorf("experiment ETA %v", d.AllETA)
+	}
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{{-1, "–"}, {90 * time.Second, "1m30s"}, {50 * time.Hour, "2d2h"}, {3 * 365 * 24 * time.Hour, "3.0y"}, {etaCap, "≥100y"}} {
+		if got := eta(c.d); got != c.want {
+			t.Errorf("eta(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}
