@@ -257,18 +257,30 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
 			}
 		}
-		ck, err := engine.LoadCheckpoint(filepath.Join(*resume, engine.FileCheckpoint))
-		if err != nil {
-			return fail(stderr, err)
+		dir = *resume
+		var done int
+		if _, err := os.Stat(filepath.Join(dir, engine.FileCheckpoint)); errors.Is(err, os.ErrNotExist) {
+			// Stopped before its first checkpoint: the engine starts its
+			// config.json over.
+			rc, err := engine.ReadRunConfig(dir)
+			if err != nil {
+				return fail(stderr, err)
+			}
+			cfg, presetName, family = rc.Config, rc.Preset, rc.Source
+		} else {
+			ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+			if err != nil {
+				return fail(stderr, err)
+			}
+			cfg, presetName, family, done = ck.Config, ck.Preset, ck.Source, ck.Iter
 		}
-		cfg, presetName, dir, family = ck.Config, ck.Preset, *resume, ck.Source
 		if set["iters"] {
-			if *iters < ck.Iter {
-				return fail(stderr, fmt.Errorf("run: --iters %d is below the %d iterations already done", *iters, ck.Iter))
+			if *iters < done {
+				return fail(stderr, fmt.Errorf("run: --iters %d is below the %d iterations already done", *iters, done))
 			}
 			cfg.Iters = *iters
 		}
-		start = fmt.Sprintf("resuming %s at iteration %d of %d", dir, ck.Iter, cfg.Iters)
+		start = fmt.Sprintf("resuming %s at iteration %d of %d", dir, done, cfg.Iters)
 	} else {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
@@ -306,6 +318,14 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test,
 		Budget: time.Duration(*minutes * float64(time.Minute))}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
+	for _, n := range res.Notes {
+		fmt.Fprintf(stderr, "mkbench: note: %s\n", n)
+	}
+	if res.AlreadyDone {
+		fmt.Fprintf(stdout, "already finished: %d iterations; eval %s (summary.json unchanged)\n", res.Iters, res.Eval)
+		fmt.Fprintf(stdout, "files: %s\n", dir)
+		return 0
+	}
 	if res.Interrupted && (errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStopped)) {
 		fmt.Fprintf(stderr, "mkbench: interrupted at iteration %d; checkpoint saved; continue with: mkbench run --resume %s\n", res.Iters, dir)
 		return 130

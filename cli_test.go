@@ -373,3 +373,38 @@ func TestHangupCheckpoints(t *testing.T) {
 		t.Fatalf("checkpoint after SIGHUP: %v", err)
 	}
 }
+
+// A run stopped before its first checkpoint is not a dead end: --resume
+// starts its config over and gives an uninterrupted run's bytes; resuming
+// a finished run changes nothing and says so.
+func TestResumeBeforeFirstCheckpointAndAfterTheEnd(t *testing.T) {
+	root := t.TempDir()
+	dir, ref := filepath.Join(root, "stopped"), filepath.Join(root, "ref")
+	args := []string{"run", "--preset", "sine-5shot", "--variant", "rbf", "--iters", "30", "--eval-tasks", "5", "--quiet", "--out"}
+	for _, d := range []string{dir, ref} {
+		if _, stderr, code := mkbench(t, append(args, d)...); code != 0 {
+			t.Fatalf("run: %d %s", code, stderr)
+		}
+	}
+	// What a kill within the first seconds leaves: config.json and a few
+	// metrics rows, no checkpoint.
+	for _, f := range []string{engine.FileCheckpoint, engine.FileSummary} {
+		os.Remove(filepath.Join(dir, f))
+	}
+	os.WriteFile(filepath.Join(dir, engine.FileMetrics), readAll(t, filepath.Join(ref, engine.FileMetrics))[:40], 0o644)
+	_, stderr, code := mkbench(t, "run", "--resume", dir, "--quiet")
+	if code != 0 || !strings.Contains(stderr, "no checkpoint") {
+		t.Fatalf("resume without a checkpoint: %d %q", code, stderr)
+	}
+	if a, b := readAll(t, filepath.Join(dir, engine.FileMetrics)), readAll(t, filepath.Join(ref, engine.FileMetrics)); string(a) != string(b) {
+		t.Fatalf("restarted run's metrics differ from an uninterrupted run's")
+	}
+	sum := readAll(t, filepath.Join(dir, engine.FileSummary))
+	stdout, stderr, code := mkbench(t, "run", "--resume", dir)
+	if code != 0 || !strings.Contains(stdout, "already finished") {
+		t.Fatalf("resume of a finished run: %d %q %q", code, stdout, stderr)
+	}
+	if string(readAll(t, filepath.Join(dir, engine.FileSummary))) != string(sum) {
+		t.Fatal("resuming a finished run rewrote summary.json")
+	}
+}

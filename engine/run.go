@@ -209,16 +209,9 @@ func newRun(cfg Config, src task.Source, opts RunOptions, obs Observer, res *Res
 // iteration 0 (the files it left are dropped by newDir).
 func (r *run) restart(cfg Config) (*run, error) {
 	dir := r.opts.Dir
-	var rc RunConfig
-	data, err := os.ReadFile(filepath.Join(dir, FileConfig))
+	rc, err := ReadRunConfig(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("engine: %s is not a run directory: it has neither %s nor %s", dir, FileCheckpoint, FileConfig)
-		}
-		return nil, fmt.Errorf("engine: reading %s: %w", filepath.Join(dir, FileConfig), err)
-	}
-	if err := json.Unmarshal(data, &rc); err != nil {
-		return nil, fmt.Errorf("engine: %s is damaged (%v) and there is no checkpoint: nothing to resume; start a new run", filepath.Join(dir, FileConfig), err)
+		return nil, err
 	}
 	if rc.Source != "" && rc.Source != r.src.Name() {
 		return nil, fmt.Errorf("engine: %s was a run on %q, not %q", dir, rc.Source, r.src.Name())

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +33,24 @@ type RunConfig struct {
 	Preset string `json:"preset"`
 	Source string `json:"source"`
 	Config Config `json:"config"`
+}
+
+// ReadRunConfig reads the config.json of run directory dir: what a run
+// stopped before its first checkpoint can be started over from.
+func ReadRunConfig(dir string) (RunConfig, error) {
+	var rc RunConfig
+	path := filepath.Join(dir, FileConfig)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return rc, fmt.Errorf("engine: %s is not a run directory: it has neither %s nor %s", dir, FileCheckpoint, FileConfig)
+		}
+		return rc, fmt.Errorf("engine: reading %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &rc); err != nil {
+		return rc, fmt.Errorf("engine: %s is damaged (%v) and there is no checkpoint: nothing to resume; start a new run", path, err)
+	}
+	return rc, nil
 }
 
 // MetricsRow is one line of metrics.jsonl: averages over the iterations
