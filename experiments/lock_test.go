@@ -78,10 +78,11 @@ func TestSecondRunnerOnSameDirFailsAtOnce(t *testing.T) {
 	o := Options{Experiment: Ablation, Preset: "sine-3shot", Variants: []string{"rff", "vrf"}}
 	inside, proceed := make(chan struct{}), make(chan struct{})
 	r1 := &Runner{Dir: dir, Options: o, Overrides: tiny(20), ReportEvery: time.Nanosecond}
+	held := false // touched by r1's goroutine only
 	r1.Progress = func(pr Progress) {
-		if pr.Phase == PhaseStep && pr.Job == 2 && inside != nil {
+		if pr.Phase == PhaseStep && pr.Job == 2 && !held {
+			held = true
 			close(inside)
-			inside = nil
 			<-proceed
 		}
 	}
