@@ -10,6 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -38,7 +41,8 @@ type Session struct {
 	notify    chan struct{} // one slot: "something is pending"
 	closed    chan struct{}
 	closeOnce sync.Once
-	lastBatch time.Time // touched by Next's caller only
+	lastBatch time.Time        // touched by Next's caller only
+	now       func() time.Time // names run directories; nil is time.Now (tests fix it)
 
 	mu     sync.Mutex
 	runs   []*Run
@@ -89,8 +93,38 @@ func (s *Session) Start(variant string, displayTask int) (*Run, error) {
 	if root == "" {
 		root = presets.RunsRoot()
 	}
-	dir := presets.NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, time.Now())
+	now := s.now
+	if now == nil {
+		now = time.Now
+	}
+	dir, err := reserveDir(func() string { return presets.NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, now()) })
+	if err != nil {
+		return nil, err
+	}
 	return s.launch(&Run{Variant: cfg.Variant(), Dir: dir, Config: cfg}, displayTask)
+}
+
+// reserveDir creates the run directory next names, as its own: another
+// process (a second workbench started in the same second) that picked
+// the same name finds it made and takes the next, "-2", "-3", … Without
+// it both would train into one directory, and the engine's lock would
+// fail the later one. next is asked again whenever its name was taken
+// in the meantime.
+func reserveDir(next func() string) (string, error) {
+	for range 1000 {
+		dir := next()
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+			return "", fmt.Errorf("session: cannot create %s: %w", filepath.Dir(dir), err)
+		}
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("session: cannot create the run directory: %w", err)
+		}
+	}
+	return "", errors.New("session: no free run directory name")
 }
 
 // Resume continues a run that was stopped before its end, in its own

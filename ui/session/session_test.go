@@ -289,3 +289,58 @@ func TestCloseEndsNext(t *testing.T) {
 		t.Fatal("unknown variant accepted")
 	}
 }
+
+// Two workbenches started in the same second name their runs alike; the
+// second takes the next free name instead of training into the first's
+// directory (where the engine's lock failed it). The first is held before
+// its engine creates anything, as a slow data set holds it.
+func TestSameSecondRunsGetTheirOwnDirectories(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	hold := make(chan struct{})
+	var sessions []*Session
+	for i := range 2 {
+		s := newTestSession(t, 1_000_000)
+		s.Root, s.now = root, func() time.Time { return at }
+		if i == 0 {
+			s.NewSources = func(family string, cfg engine.Config) (presets.Sources, error) {
+				<-hold
+				return presets.NewSources(family, cfg, "")
+			}
+		}
+		sessions = append(sessions, s)
+	}
+	var runs []*Run
+	for _, s := range sessions {
+		r, err := s.Start("metakernel", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	close(hold)
+	if runs[0].Dir == runs[1].Dir {
+		t.Fatalf("both runs train in %s", runs[0].Dir)
+	}
+	if want := runs[0].Dir + "-2"; runs[1].Dir != want {
+		t.Errorf("second run in %s, want %s", runs[1].Dir, want)
+	}
+	for i, s := range sessions {
+		until(t, s, func(u Update) bool {
+			if u.Ended {
+				t.Fatalf("run %d ended: %v", i, u.Err)
+			}
+			return u.Last != nil && u.Last.Iter >= 5
+		})
+		s.StopAll()
+		if !s.Wait(30 * time.Second) {
+			t.Fatal("run did not stop")
+		}
+		if o, _ := runs[i].Outcome(); !o.Result.Interrupted {
+			t.Errorf("run %d: %+v", i, o)
+		}
+		if _, err := os.Stat(filepath.Join(runs[i].Dir, engine.FileCheckpoint)); err != nil {
+			t.Error(err)
+		}
+	}
+}
