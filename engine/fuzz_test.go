@@ -123,7 +123,7 @@ func FuzzLoadCheckpoint(f *testing.F) {
 	})
 }
 
-// FuzzRunConfig decodes arbitrary bytes as config.json (RunConfig) and as
+// FuzzRunConfig reads arbitrary bytes as config.json (ReadRunConfig) and as
 // summary.json (Summary), and validates the config they hold: Validate and
 // the config's derived sizes must never panic or hang; a config that
 // validates survives a JSON round trip unchanged and still valid.
@@ -138,14 +138,25 @@ func FuzzRunConfig(f *testing.F) {
 	f.Add(b)
 	f.Add([]byte(`{"config":{"kernel":"vrf","flow_layers":2,"conv":{"channels":1,"height":28,"width":28,"blocks":40,"filters":64,"keep":1,"floor_pool":true}}}`))
 	f.Add([]byte(`{"config":{"kernel":"vrf","context":"bilstm","embed_hidden":[-1,1e9],"bases":-3,"lr":1e308}}`))
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var rc RunConfig
 		var sum Summary
-		rcErr := json.Unmarshal(data, &rc)
 		if json.Unmarshal(data, &sum) == nil {
 			withDeadline(t, 5*time.Second, "Validate of summary.json's config", func() { checkConfig(t, sum.Config) })
 		}
-		if rcErr != nil {
+		path := filepath.Join(dir, FileConfig)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := ReadRunConfig(dir)
+		var want RunConfig
+		if werr := json.Unmarshal(data, &want); (err == nil) != (werr == nil) {
+			t.Fatalf("ReadRunConfig: %v; json.Unmarshal: %v", err, werr)
+		}
+		if err != nil {
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
 			return
 		}
 		withDeadline(t, 5*time.Second, "Validate of config.json's config", func() { checkConfig(t, rc.Config) })
