@@ -178,6 +178,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.dash.render()
 		return m, m.dash.Init()
 
+	case signalMsg: // SIGHUP, SIGTERM, SIGINT: as q
+		return m.quit()
+
 	case tea.KeyMsg:
 		return m.key(msg)
 	}
