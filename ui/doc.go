@@ -14,7 +14,14 @@
 // four is a component (component.go): a bubbletea model with a SetSize
 // and a help.KeyMap. Window sizes and run data go to every component,
 // keys only to the one showing; the root itself answers quit, help and
-// the keys that move between screens.
+// the keys that move between screens. The help overlay scrolls where its
+// page is taller than the terminal.
+//
+// Run (app.go) runs the program. Quitting stops every run with a
+// checkpoint and ends on an empty frame, so the terminal keeps nothing of
+// the workbench but the summary Run prints; SIGHUP, SIGTERM and SIGINT
+// quit the same way. Run's error makes the command exit 1 when a run or
+// an experiment failed.
 //
 // Each screen keeps its key bindings beside it (pickerKeys, dashKeys,
 // expKeys; the keys every screen shares are in keys.go) and matches keys
