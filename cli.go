@@ -296,10 +296,6 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		cfg, presetName = c, p.Name
 		family = p.Source
 		dir = *out
-		if dir == "" {
-			dir = presets.NewRunDir(presets.RunsRoot(), p.Name, cfg.Variant(), cfg.Seed, time.Now())
-		}
-		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
 	}
 
 	ctx, cancel := stopContext()
@@ -311,6 +307,16 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	srcs, err := presets.NewSources(family, cfg, *data)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if *resume == "" {
+		// Named (and made) once the data has loaded, so a bad data folder
+		// leaves no empty run directory behind.
+		if dir == "" {
+			if dir, err = presets.NewRunDir(presets.RunsRoot(), presetName, cfg.Variant(), cfg.Seed, time.Now()); err != nil {
+				return fail(stderr, err)
+			}
+		}
+		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
 	}
 	if !*quiet {
 		fmt.Fprintln(stdout, start)

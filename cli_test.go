@@ -65,7 +65,7 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"run", "--preset", "sine-5shot", "--iters", "ten"}, `invalid value "ten"`},
 		{[]string{"run", "--preset", "sine-5shot", "--lr", "1"}, "flag provided but not defined: -lr"},
 		{[]string{"run"}, "--preset is required"},
-		{[]string{"run", "--resume", dir}, "no checkpoint"},
+		{[]string{"run", "--resume", dir}, "is not a run directory"},
 		{[]string{"run", "--resume", dir, "--seed", "3"}, "cannot be changed when resuming"},
 		{[]string{"eval"}, "--run DIR is required"},
 		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},

@@ -128,15 +128,20 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 			}
 		}
 		dir = *out
-		if dir == "" {
-			dir = presets.NewExperimentDir(presets.RunsRoot(), name, *preset, time.Now())
-		}
 	}
 	o.Data = *data
 
 	r := &experiments.Runner{Dir: dir, Options: o, Overrides: ov, Baselines: experiments.DefaultBaselines()}
 	if _, err := r.Plan(); err != nil {
 		return fail(stderr, err)
+	}
+	if r.Dir == "" {
+		// Named (and made) once the plan holds, so a bad flag leaves no
+		// empty directory behind.
+		if r.Dir, err = presets.NewExperimentDir(presets.RunsRoot(), name, *preset, time.Now()); err != nil {
+			return fail(stderr, err)
+		}
+		dir = r.Dir
 	}
 	if *resume == "" && o.FromRun == "" {
 		// The largest run of the plan must fit: the preset's variant with

@@ -261,19 +261,20 @@ func RunsRoot() string {
 	return "runs"
 }
 
-// NewRunDir names a fresh run directory under root:
+// NewRunDir creates a fresh run directory under root and returns it:
 // PRESET-VARIANT-sSEED-YYYYMMDD-HHMMSS, with "+" in the variant written as
-// "_" so the name needs no quoting. Two runs of the same variant started
-// within one second get "-2", "-3", … rather than colliding, because the
-// engine refuses a directory that already holds a run.
-func NewRunDir(root, preset, variant string, seed uint64, t time.Time) string {
+// "_" so the name needs no quoting. The directory is made here, atomically
+// (os.Mkdir), so that two processes naming runs in the same second — a
+// workbench and a `mkbench run`, say — never get the same one: the later
+// gets "-2", "-3", …
+func NewRunDir(root, preset, variant string, seed uint64, t time.Time) (string, error) {
 	return freshDir(filepath.Join(root, fmt.Sprintf("%s-%s-s%d-%s", preset, VariantSlug(variant), seed, t.Format("20060102-150405"))))
 }
 
-// NewExperimentDir names a fresh experiment directory under root:
-// exp-NAME-PRESET-YYYYMMDD-HHMMSS, with "-2", "-3", … as NewRunDir adds
-// them. The command line and the workbench both name experiments with it.
-func NewExperimentDir(root, name, preset string, t time.Time) string {
+// NewExperimentDir creates a fresh experiment directory under root, as
+// NewRunDir does: exp-NAME-PRESET-YYYYMMDD-HHMMSS. The command line and the
+// workbench both name experiments with it.
+func NewExperimentDir(root, name, preset string, t time.Time) (string, error) {
 	return freshDir(filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405"))))
 }
 
@@ -281,14 +282,22 @@ func NewExperimentDir(root, name, preset string, t time.Time) string {
 // as "_", so the name needs no quoting in a shell.
 func VariantSlug(variant string) string { return strings.ReplaceAll(variant, "+", "_") }
 
-// freshDir returns base, or base-2, base-3, … for the first that does not
-// exist yet.
-func freshDir(base string) string {
+// freshDir creates and returns base, or base-2, base-3, … for the first
+// name no one has taken.
+func freshDir(base string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		return "", fmt.Errorf("cannot create %s: %w", filepath.Dir(base), err)
+	}
 	dir := base
-	for n := 2; ; n++ {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return dir
+	for n := 2; n < 10000; n++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("cannot create %s: %w", dir, err)
 		}
 		dir = fmt.Sprintf("%s-%d", base, n)
 	}
+	return "", fmt.Errorf("no free directory name like %s", base)
 }

@@ -2,9 +2,12 @@ package presets
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Spec.Config is a deep copy: changing one config never reaches the preset
@@ -126,5 +129,42 @@ func TestOverrideKeysAreAccepted(t *testing.T) {
 		if !ok {
 			t.Errorf("key %q is listed but no preset accepts it", k.Key)
 		}
+	}
+}
+
+// Run and experiment directories are named by preset, variant, seed and
+// time, and made on the spot: a name taken (by another process in the
+// same second) gives the next, -2, -3, …
+func TestNewRunDirMakesFreshDirectories(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "runs")
+	at := time.Date(2026, 3, 1, 12, 30, 5, 0, time.UTC)
+	d, err := NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at)
+	if want := filepath.Join(root, "sine-5shot-vrf_ctx-s7-20260301-123005"); err != nil || d != want {
+		t.Fatalf("got %s %v, want %s", d, err, want)
+	}
+	if st, err := os.Stat(d); err != nil || !st.IsDir() {
+		t.Fatalf("%s was not made: %v", d, err)
+	}
+	for _, want := range []string{d + "-2", d + "-3"} {
+		if got, err := NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at); err != nil || got != want {
+			t.Fatalf("a taken name gives %s %v, want %s", got, err, want)
+		}
+	}
+	e, err := NewExperimentDir(root, "ablation", "sine-5shot", at)
+	if want := filepath.Join(root, "exp-ablation-sine-5shot-20260301-123005"); err != nil || e != want {
+		t.Fatalf("experiment dir %s %v, want %s", e, err, want)
+	}
+	blocked := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(blocked, nil, 0o644)
+	if _, err := NewRunDir(filepath.Join(blocked, "runs"), "sine-5shot", "rbf", 1, at); err == nil {
+		t.Fatal("want an error when the root cannot be made")
+	}
+	t.Setenv("MKBENCH_RUNS", "/tmp/x")
+	if RunsRoot() != "/tmp/x" {
+		t.Fatal("MKBENCH_RUNS ignored")
+	}
+	t.Setenv("MKBENCH_RUNS", "")
+	if RunsRoot() != "runs" {
+		t.Fatal("default root")
 	}
 }

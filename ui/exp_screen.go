@@ -96,16 +96,18 @@ func (s *expScreen) start() tea.Cmd {
 		return nil
 	}
 	o.Data = s.opts.Data
-	dir := strings.TrimSpace(s.form.inputs[ffOut].Value())
-	if dir == "" {
-		dir = presets.NewExperimentDir(s.root, o.Experiment, o.Preset, time.Now())
-	}
-	r := &experiments.Runner{Dir: dir, Options: o, Overrides: s.opts.Overrides, Baselines: experiments.DefaultBaselines()}
+	r := &experiments.Runner{Dir: strings.TrimSpace(s.form.inputs[ffOut].Value()), Options: o, Overrides: s.opts.Overrides, Baselines: experiments.DefaultBaselines()}
 	plan, err := r.Plan()
+	if err == nil && r.Dir == "" {
+		// Named (and made) only once the plan holds, so a form error
+		// leaves no empty directory behind.
+		r.Dir, err = presets.NewExperimentDir(s.root, o.Experiment, o.Preset, time.Now())
+	}
 	if err != nil {
 		s.form.err = firstLine(err.Error())
 		return nil
 	}
+	dir := r.Dir
 	norm := s.form.opts
 	p := s.form.presetOf()
 	st := &expState{opts: norm, preset: p, metric: "mse", rows: planRows(norm), jobs: len(plan), job: 1,

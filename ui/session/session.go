@@ -10,9 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -97,34 +94,13 @@ func (s *Session) Start(variant string, displayTask int) (*Run, error) {
 	if now == nil {
 		now = time.Now
 	}
-	dir, err := reserveDir(func() string { return presets.NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, now()) })
+	// NewRunDir creates the directory: a second workbench started in the
+	// same second gets the next name instead of this one.
+	dir, err := presets.NewRunDir(root, s.Preset.Name, cfg.Variant(), cfg.Seed, now())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("session: %w", err)
 	}
 	return s.launch(&Run{Variant: cfg.Variant(), Dir: dir, Config: cfg}, displayTask)
-}
-
-// reserveDir creates the run directory next names, as its own: another
-// process (a second workbench started in the same second) that picked
-// the same name finds it made and takes the next, "-2", "-3", … Without
-// it both would train into one directory, and the engine's lock would
-// fail the later one. next is asked again whenever its name was taken
-// in the meantime.
-func reserveDir(next func() string) (string, error) {
-	for range 1000 {
-		dir := next()
-		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return "", fmt.Errorf("session: cannot create %s: %w", filepath.Dir(dir), err)
-		}
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			return dir, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("session: cannot create the run directory: %w", err)
-		}
-	}
-	return "", errors.New("session: no free run directory name")
 }
 
 // Resume continues a run that was stopped before its end, in its own

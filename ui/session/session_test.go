@@ -60,29 +60,6 @@ func until(t *testing.T, s *Session, done func(Update) bool) {
 	t.Fatal("timed out")
 }
 
-func TestNewRunDir(t *testing.T) {
-	root := t.TempDir()
-	at := time.Date(2026, 3, 1, 12, 30, 5, 0, time.UTC)
-	d := presets.NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at)
-	if want := filepath.Join(root, "sine-5shot-vrf_ctx-s7-20260301-123005"); d != want {
-		t.Fatalf("got %s, want %s", d, want)
-	}
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if d2 := presets.NewRunDir(root, "sine-5shot", "vrf+ctx", 7, at); d2 != d+"-2" {
-		t.Fatalf("a taken name gives %s", d2)
-	}
-	t.Setenv("MKBENCH_RUNS", "/tmp/x")
-	if presets.RunsRoot() != "/tmp/x" {
-		t.Fatal("MKBENCH_RUNS ignored")
-	}
-	t.Setenv("MKBENCH_RUNS", "")
-	if presets.RunsRoot() != "runs" {
-		t.Fatal("default root")
-	}
-}
-
 // A run reports curve points in order, its display and its final
 // evaluation, and leaves a complete run directory.
 func TestRunReportsAndFinishes(t *testing.T) {
