@@ -46,10 +46,12 @@ func (s ConvSpec) Validate() error {
 	switch {
 	case s.Channels < 1 || s.Height < 1 || s.Width < 1:
 		return fmt.Errorf("conv: input %d×%d×%d, want every size ≥ 1", s.Height, s.Width, s.Channels)
-	case s.Blocks < 1:
-		return fmt.Errorf("conv: %d blocks, want ≥ 1", s.Blocks)
-	case s.Filters < 1:
-		return fmt.Errorf("conv: %d filters, want ≥ 1", s.Filters)
+	case s.Channels > maxConvSize || s.Height > maxConvSize || s.Width > maxConvSize:
+		return fmt.Errorf("conv: input %d×%d×%d, want every size ≤ %d", s.Height, s.Width, s.Channels, maxConvSize)
+	case s.Blocks < 1 || s.Blocks > maxConvBlocks:
+		return fmt.Errorf("conv: %d blocks, want 1 to %d", s.Blocks, maxConvBlocks)
+	case s.Filters < 1 || s.Filters > maxConvSize:
+		return fmt.Errorf("conv: %d filters, want 1 to %d", s.Filters, maxConvSize)
 	case !(s.Keep > 0 && s.Keep <= 1):
 		return fmt.Errorf("conv: keep probability %g, want in (0, 1]", s.Keep)
 	case s.FloorPool && s.OutDim() == 0:
@@ -57,6 +59,14 @@ func (s ConvSpec) Validate() error {
 	}
 	return nil
 }
+
+// maxConvSize and maxConvBlocks bound a spec's sizes far above any real
+// network's, so that sizes read from a file can neither overflow the
+// products below nor keep OutDim looping.
+const (
+	maxConvSize   = 1 << 14
+	maxConvBlocks = 64
+)
 
 // InDim is the length of one input image.
 func (s ConvSpec) InDim() int { return s.Channels * s.Height * s.Width }
@@ -66,7 +76,11 @@ func (s ConvSpec) InDim() int { return s.Channels * s.Height * s.Width }
 func (s ConvSpec) OutDim() int {
 	h, w := s.Height, s.Width
 	for range s.Blocks {
-		h, w = s.pooled(h), s.pooled(w)
+		ph, pw := s.pooled(h), s.pooled(w)
+		if ph == h && pw == w {
+			break // a fixed point (1×1, or 0 with floor pooling): more blocks change nothing
+		}
+		h, w = ph, pw
 	}
 	return h * w * s.Filters
 }

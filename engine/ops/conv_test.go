@@ -549,3 +549,19 @@ func TestConvWinoKernelsMatchSgemm(t *testing.T) {
 		}
 	}
 }
+
+// Sizes read from a file (a config.json, a checkpoint) cannot make OutDim
+// loop for ages or overflow: absurd blocks and sizes are refused, and
+// OutDim stops at the pooling's fixed point.
+func TestConvSpecBoundsSizes(t *testing.T) {
+	huge := ConvSpec{Channels: 1, Height: 28, Width: 28, Blocks: 9e18, Filters: 64, Keep: 1}
+	if d := huge.OutDim(); d != 64 {
+		t.Fatalf("OutDim of 9e18 SAME blocks = %d, want 1×1×64", d)
+	}
+	for _, s := range []ConvSpec{huge, {Channels: 1, Height: 1 << 40, Width: 28, Blocks: 4, Filters: 64, Keep: 1},
+		{Channels: 1, Height: 28, Width: 28, Blocks: 4, Filters: 1 << 40, Keep: 1}} {
+		if err := s.Validate(); err == nil {
+			t.Errorf("%+v: want an error", s)
+		}
+	}
+}

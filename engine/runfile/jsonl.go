@@ -29,11 +29,21 @@ func OpenLog(path string, keepThrough int, perm os.FileMode) (*Log, error) {
 			return nil, err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, perm)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, perm)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	return &Log{path: path, f: f, w: bufio.NewWriter(f)}, nil
+	l := &Log{path: path, f: f, w: bufio.NewWriter(f)}
+	// A last row cut by a kill has no newline: end it, so the next row
+	// starts a line of its own instead of joining the fragment (Read then
+	// skips the fragment alone).
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		var last [1]byte
+		if _, err := f.ReadAt(last[:], st.Size()-1); err == nil && last[0] != '\n' {
+			l.w.WriteByte('\n')
+		}
+	}
+	return l, nil
 }
 
 // Append writes v as one line and flushes it.

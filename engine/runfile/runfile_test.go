@@ -122,3 +122,16 @@ func TestLogResumeTruncates(t *testing.T) {
 		t.Fatalf("Read of a missing log: %v %v", rows, err)
 	}
 }
+
+// A row appended after a kill cut the last one is not lost with it.
+func TestAppendAfterCutRow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "evals.jsonl")
+	os.WriteFile(path, []byte("{\"iter\":1,\"loss\":1}\n{\"iter\":2,\"lo"), 0o644)
+	if err := Append(path, row{3, 3}, Shared); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := Read[row](path)
+	if err != nil || len(rows) != 2 || rows[1] != (row{3, 3}) {
+		t.Fatalf("rows %v %v", rows, err)
+	}
+}
