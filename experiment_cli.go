@@ -83,7 +83,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		if name != "" && name != m.Options.Experiment {
 			return fail(stderr, fmt.Errorf("experiment: %s holds a %s experiment, not %s", *resume, m.Options.Experiment, name))
 		}
-		o, dir = m.Options, *resume
+		o, dir, ov = m.Options, *resume, m.Overrides
 	} else {
 		if name == "" {
 			return fail(stderr, fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))

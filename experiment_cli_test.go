@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,5 +162,31 @@ func TestExperimentHangupCheckpoints(t *testing.T) {
 	}
 	if ck, err := engine.LoadCheckpoint(filepath.Join(dir, "runs", "vrf-s1", engine.FileCheckpoint)); err != nil || ck.Iter == 0 {
 		t.Fatalf("checkpoint after SIGHUP: %v", err)
+	}
+}
+
+// An experiment's --set overrides are part of it: recorded in
+// experiment.json, used again by --resume, and a rerun on the same --out
+// with other settings is refused.
+func TestExperimentKeepsItsOverrides(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "abl")
+	args := []string{"experiment", "ablation", "--preset", "sine-5shot", "--variants", "rbf,vrf", "--iters", "20", "--eval-tasks", "5", "--quiet", "--out", dir}
+	if _, stderr, code := mkbench(t, append(args, "--set", "lr=0.0005", "--set", "embed_hidden=16,16")...); code != 0 {
+		t.Fatalf("experiment: %d %s", code, stderr)
+	}
+	var m experiments.Manifest
+	data := readAll(t, filepath.Join(dir, experiments.FileExperiment))
+	if err := json.Unmarshal(data, &m); err != nil || m.Overrides["lr"] != 0.0005 {
+		t.Fatalf("experiment.json overrides %v (%v)", m.Overrides, err)
+	}
+	cfg := readAll(t, filepath.Join(dir, experiments.DirRuns, "vrf-s1", engine.FileConfig))
+	if !strings.Contains(string(cfg), `"lr": 0.0005`) {
+		t.Fatalf("the run's config.json does not have the override:\n%s", cfg)
+	}
+	if _, stderr, code := mkbench(t, "experiment", "--resume", dir, "--quiet"); code != 0 {
+		t.Fatalf("resume: %d %s", code, stderr)
+	}
+	if _, stderr, code := mkbench(t, args...); code == 0 || !strings.Contains(stderr, "--set settings") {
+		t.Fatalf("rerun without the overrides: %d %q", code, stderr)
 	}
 }

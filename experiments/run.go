@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -108,6 +109,13 @@ func (r *Runner) prepare(o Options) error {
 		if d := diff(m.Options, o); d != "" {
 			return fmt.Errorf("%w: %s was started with other settings (%s); resume it with: mkbench experiment --resume %s, or choose another --out", ErrExists, r.Dir, d, r.Dir)
 		}
+		// Compared as JSON: the manifest's values come back as JSON
+		// numbers and lists, the Runner's as Go ints.
+		was, _ := json.Marshal(m.Overrides)
+		now, _ := json.Marshal(r.Overrides)
+		if len(m.Overrides) != len(r.Overrides) || string(was) != string(now) {
+			return fmt.Errorf("%w: %s was started with other --set settings (%s, now %s); resume it with: mkbench experiment --resume %s, or choose another --out", ErrExists, r.Dir, was, now, r.Dir)
+		}
 		return nil
 	case !errors.Is(err, errNoOptions):
 		return err
@@ -118,7 +126,7 @@ func (r *Runner) prepare(o Options) error {
 	if err := os.MkdirAll(filepath.Join(r.Dir, DirRuns), 0o755); err != nil {
 		return fmt.Errorf("experiments: cannot create the experiment directory: %w", err)
 	}
-	return writeJSON(filepath.Join(r.Dir, FileExperiment), Manifest{Options: o, Created: time.Now().UTC()})
+	return writeJSON(filepath.Join(r.Dir, FileExperiment), Manifest{Options: o, Overrides: r.Overrides, Created: time.Now().UTC()})
 }
 
 // runJob trains (or reuses, or resumes) one run and records its results:

@@ -80,8 +80,11 @@ var ErrExists = errors.New("experiments: the directory holds a different experim
 // Manifest is experiment.json: the normalized options and when the
 // experiment began.
 type Manifest struct {
-	Options Options   `json:"options"`
-	Created time.Time `json:"created"`
+	Options Options `json:"options"`
+	// Overrides are the Runner's (mkbench experiment --set …): part of
+	// what the experiment is, so a resume plans its runs with them.
+	Overrides presets.Overrides `json:"overrides,omitempty"`
+	Created   time.Time         `json:"created"`
 }
 
 // LoadManifest reads experiment.json of dir.
