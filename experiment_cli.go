@@ -153,7 +153,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		if o.Experiment == "shots" && len(o.Shots) > 0 {
 			mem["shot"] = slices.Max(o.Shots)
 		}
-		if _, _, err := checkSpec(presets.Spec{Preset: o.Preset, Overrides: mem}); err != nil {
+		if _, _, err := presets.CheckedConfig(presets.Spec{Preset: o.Preset, Overrides: mem}); err != nil {
 			return fail(stderr, fmt.Errorf("experiment: %w", err))
 		}
 	}

@@ -140,11 +140,7 @@ func All() []Preset {
 func Get(name string) (Preset, error) {
 	for _, p := range all {
 		if p.Name == name {
-			p.Config.EmbedHidden = append([]int(nil), p.Config.EmbedHidden...)
-			if p.Config.Conv != nil {
-				conv := *p.Config.Conv
-				p.Config.Conv = &conv
-			}
+			p.Config = cloneConfig(p.Config)
 			return p, nil
 		}
 	}

@@ -82,7 +82,7 @@ type Run struct {
 // Start begins training variant in a new run directory, drawing display
 // task displayTask. It returns at once; the run reports through Next.
 func (s *Session) Start(variant string, displayTask int) (*Run, error) {
-	_, cfg, err := presets.Spec{Preset: s.Preset.Name, Variant: variant, Overrides: s.Overrides}.Config()
+	_, cfg, err := presets.CheckedConfig(presets.Spec{Preset: s.Preset.Name, Variant: variant, Overrides: s.Overrides})
 	if err != nil {
 		return nil, err
 	}

@@ -321,3 +321,18 @@ func TestSameSecondRunsGetTheirOwnDirectories(t *testing.T) {
 		}
 	}
 }
+
+// A run picked in the workbench is checked against the machine's memory
+// as `mkbench run` is: one that cannot fit is refused before anything is
+// allocated or made on disk.
+func TestStartRefusesWhatCannotFit(t *testing.T) {
+	s := newTestSession(t, 5)
+	s.Overrides = s.Overrides.With("bases", 100_000_000)
+	_, err := s.Start("metakernel", 0)
+	if err == nil || !strings.Contains(err.Error(), "needs about") || !strings.Contains(err.Error(), "bases") {
+		t.Fatalf("want a memory refusal naming bases, got %v", err)
+	}
+	if ents, _ := os.ReadDir(s.Root); len(ents) != 0 {
+		t.Fatalf("a refused run left %d entries in the runs root", len(ents))
+	}
+}
