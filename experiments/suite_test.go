@@ -113,6 +113,16 @@ func TestVersatilityAtTrainedShotReproducesSummary(t *testing.T) {
 	if len(res2.Points) != 1 || res2.Points[0].Mean != s.Eval.Mean || exists(filepath.Join(dir2, "runs", "metakernel-s1")) {
 		t.Errorf("--run: %+v", res2.Points)
 	}
+	// A cell too large for the machine is refused before it allocates,
+	// naming the size, not killed by the kernel for its memory.
+	dir3 := t.TempDir()
+	r = &Runner{Dir: dir3, Options: Options{Experiment: Versatility, Preset: "sine-5shot", Shots: []int{5, 300_000_000},
+		FromRun: filepath.Join(dir, "runs", "metakernel-s1")}, Overrides: tiny(15)}
+	_, err := r.Run(context.Background())
+	md3, _ := os.ReadFile(filepath.Join(dir3, FileMarkdown))
+	if !errors.Is(err, ErrRunsFailed) || !strings.Contains(string(md3), "needs about") || !strings.Contains(string(md3), "300000000-shot") {
+		t.Errorf("an oversized cell: want a memory refusal in the notes, got %v and\n%s", err, md3)
+	}
 }
 
 // A baseline registered in Runner.Baselines trains through the hook; its

@@ -182,6 +182,11 @@ func (r *Results) noteOnce(note string) {
 // goroutine so that a cancelled ctx returns at once: a large cell can take
 // minutes, and an interrupted one is simply evaluated again on resume.
 func evaluateCell(ctx context.Context, ck *engine.Checkpoint, cfg engine.Config, family, data string, tasks int) (engine.EvalResult, error) {
+	// A cell at many ways and shots is a larger model than the one trained:
+	// refuse it before allocating, as mkbench eval does.
+	if err := presets.CheckMemory("the cell", family, cfg, engine.Config.EvalMemoryEstimate, nil); err != nil {
+		return engine.EvalResult{}, err
+	}
 	srcs, err := presets.NewSources(family, cfg, data)
 	if err != nil {
 		return engine.EvalResult{}, err
