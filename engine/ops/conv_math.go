@@ -95,10 +95,10 @@ var convMath64 = convMath[float64]{
 	},
 	transpose: transpose[float64],
 
-	winoIn:      convWinoIn[float64],
-	winoOutPool: convWinoOutPool[float64],
-	winoGradOut: convWinoGradOut[float64],
-	winoInT:     convWinoInT[float64],
+	winoIn:      sgemm.WinoInGo[float64],
+	winoOutPool: sgemm.WinoOutPoolGo[float64],
+	winoGradOut: sgemm.WinoGradOutGo[float64],
+	winoInT:     sgemm.WinoInTGo[float64],
 }
 
 // convMaxPool4, convMaskedMaxPool4 and convUnpool4 are sgemm.MaxPool4,

@@ -497,59 +497,6 @@ func TestConvPathsAgree(t *testing.T) {
 	}
 }
 
-// TestConvWinoKernelsMatchSgemm: the generic tile kernels (the float64
-// path) evaluate exactly what internal/sgemm's do.
-func TestConvWinoKernelsMatchSgemm(t *testing.T) {
-	rng := rand.New(rand.NewPCG(14, 14))
-	r := func(n int) []float32 {
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(rng.NormFloat64())
-		}
-		return v
-	}
-	for _, c := range []int{3, 8, 64, 70} {
-		ld := c + 1
-		src := r(3*5*c + 4*c)
-		v1, v2 := make([]float32, 15*ld+c), make([]float32, 15*ld+c)
-		sgemm.WinoIn(v1, ld, src, 5*c, c)
-		convWinoIn(v2, ld, src, 5*c, c)
-		if !slices.Equal(v1, v2) {
-			t.Errorf("c=%d: WinoIn differs", c)
-		}
-		bias, mask := r(c), r(4*c)
-		for flags := 0; flags < 4; flags++ {
-			o1, o2 := make([]float32, c), make([]float32, c)
-			a1, a2 := make([]uint8, c), make([]uint8, c)
-			sgemm.WinoOutPool(o1, a1, v1, ld, bias, 1.5, mask, flags)
-			convWinoOutPool(o2, a2, v1, ld, bias, 1.5, mask, flags)
-			if !slices.Equal(o1, o2) || !slices.Equal(a1, a2) {
-				t.Errorf("c=%d flags=%d: WinoOutPool differs", c, flags)
-			}
-		}
-		g, out := r(c), r(c)
-		arg := make([]uint8, c)
-		for i := range arg {
-			arg[i] = uint8(rng.IntN(4))
-		}
-		d1, d2 := make([]float32, 15*ld+c), make([]float32, 15*ld+c)
-		db1, db2 := r(c), make([]float32, c)
-		copy(db2, db1)
-		sgemm.WinoGradOut(d1, ld, db1, g, out, arg, 0.5)
-		convWinoGradOut(d2, ld, db2, g, out, arg, 0.5)
-		if !slices.Equal(d1, d2) || !slices.Equal(db1, db2) {
-			t.Errorf("c=%d: WinoGradOut differs", c)
-		}
-		x1 := r(3*5*c + 4*c)
-		x2 := slices.Clone(x1)
-		sgemm.WinoInT(x1, 5*c, d1, ld, c)
-		convWinoInT(x2, 5*c, d1, ld, c)
-		if !slices.Equal(x1, x2) {
-			t.Errorf("c=%d: WinoInT differs", c)
-		}
-	}
-}
-
 // Sizes read from a file (a config.json, a checkpoint) cannot make OutDim
 // loop for ages or overflow: absurd blocks and sizes are refused, and
 // OutDim stops at the pooling's fixed point.

@@ -1,5 +1,7 @@
 package sgemm
 
+import "github.com/mkbench/mkbench/engine/internal/gemmcore"
+
 // Transforms of Winograd's minimal filtering F(2×2, 3×3) (Lavin and Gray
 // 2016) for a 3×3 convolution over channels-last images: a 4×4 input tile
 // d gives the 2×2 outputs Y = Aᵀ[(G g Gᵀ) ⊙ (Bᵀ d B)]A, with
@@ -39,8 +41,19 @@ func WinoIn(v []float32, ldv int, src []float32, lds, c int) {
 		k0 = c &^ 7
 		f(&v[0], ldv, &src[0], lds, c, k0)
 	}
+	winoInFrom(v, ldv, src, lds, c, k0)
+}
+
+// WinoInGo is WinoIn in portable Go for either precision: the float64
+// reference path of the convolution runs the very code of the float32 one.
+func WinoInGo[F gemmcore.Float](v []F, ldv int, src []F, lds, c int) {
+	winoInFrom(v, ldv, src, lds, c, 0)
+}
+
+// winoInFrom is WinoIn's portable loop over channels k0..c-1.
+func winoInFrom[F gemmcore.Float](v []F, ldv int, src []F, lds, c, k0 int) {
 	for k := k0; k < c; k++ {
-		var t [4][4]float32
+		var t [4][4]F
 		for b := 0; b < 4; b++ {
 			d0, d1, d2, d3 := src[b*c+k], src[lds+b*c+k], src[2*lds+b*c+k], src[3*lds+b*c+k]
 			t[0][b], t[1][b], t[2][b], t[3][b] = d0-d2, d1+d2, d2-d1, d1-d3
@@ -83,14 +96,25 @@ func WinoOutPool(out []float32, arg []uint8, m []float32, ldm int, bias []float3
 		}
 		f(&out[0], &arg[0], &m[0], ldm, &bias[0], alpha, mp, n, flags, k0)
 	}
+	winoOutPoolFrom(out, arg, m, ldm, bias, alpha, mask, flags, k0)
+}
+
+// WinoOutPoolGo is WinoOutPool in portable Go for either precision.
+func WinoOutPoolGo[F gemmcore.Float](out []F, arg []uint8, m []F, ldm int, bias []F, alpha F, mask []F, flags int) {
+	winoOutPoolFrom(out, arg, m, ldm, bias, alpha, mask, flags, 0)
+}
+
+// winoOutPoolFrom is WinoOutPool's portable loop over filters k0..n-1.
+func winoOutPoolFrom[F gemmcore.Float](out []F, arg []uint8, m []F, ldm int, bias []F, alpha F, mask []F, flags, k0 int) {
+	n := len(out)
 	for k := k0; k < n; k++ {
-		var t [2][4]float32
+		var t [2][4]F
 		for s := 0; s < 4; s++ {
 			m0, m1, m2, m3 := m[s*ldm+k], m[(4+s)*ldm+k], m[(8+s)*ldm+k], m[(12+s)*ldm+k]
 			t[0][s] = (m0 + m1) + m2
 			t[1][s] = (m1 - m2) - m3
 		}
-		var y [4]float32
+		var y [4]F
 		for r := 0; r < 2; r++ {
 			y[2*r] = (t[r][0] + t[r][1]) + t[r][2]
 			y[2*r+1] = (t[r][1] - t[r][2]) - t[r][3]
@@ -143,17 +167,28 @@ func WinoGradOut(dm []float32, ldm int, db, g, out []float32, arg []uint8, alpha
 		k0 = n &^ 7
 		f(&dm[0], ldm, &db[0], &g[0], &out[0], &arg[0], alpha, k0)
 	}
+	winoGradOutFrom(dm, ldm, db, g, out, arg, alpha, k0)
+}
+
+// WinoGradOutGo is WinoGradOut in portable Go for either precision.
+func WinoGradOutGo[F gemmcore.Float](dm []F, ldm int, db, g, out []F, arg []uint8, alpha F) {
+	winoGradOutFrom(dm, ldm, db, g, out, arg, alpha, 0)
+}
+
+// winoGradOutFrom is WinoGradOut's portable loop over filters k0..n-1.
+func winoGradOutFrom[F gemmcore.Float](dm []F, ldm int, db, g, out []F, arg []uint8, alpha F, k0 int) {
+	n := len(g)
 	for k := k0; k < n; k++ {
-		var v float32
+		var v F
 		if out[k] > 0 {
 			v = alpha * g[k]
 		}
 		db[k] += v
 		a, b := &winoColA[arg[k]>>1&1], &winoColA[arg[k]&1]
 		for r := 0; r < 4; r++ {
-			va := v * a[r]
+			va := v * F(a[r])
 			for s := 0; s < 4; s++ {
-				dm[(4*r+s)*ldm+k] = va * b[s]
+				dm[(4*r+s)*ldm+k] = va * F(b[s])
 			}
 		}
 	}
@@ -174,8 +209,18 @@ func WinoInT(dst []float32, ldd int, dv []float32, ldv, c int) {
 		k0 = c &^ 7
 		f(&dst[0], ldd, &dv[0], ldv, c, k0)
 	}
+	winoInTFrom(dst, ldd, dv, ldv, c, k0)
+}
+
+// WinoInTGo is WinoInT in portable Go for either precision.
+func WinoInTGo[F gemmcore.Float](dst []F, ldd int, dv []F, ldv, c int) {
+	winoInTFrom(dst, ldd, dv, ldv, c, 0)
+}
+
+// winoInTFrom is WinoInT's portable loop over channels k0..c-1.
+func winoInTFrom[F gemmcore.Float](dst []F, ldd int, dv []F, ldv, c, k0 int) {
 	for k := k0; k < c; k++ {
-		var t [4][4]float32
+		var t [4][4]F
 		for s := 0; s < 4; s++ {
 			d0, d1, d2, d3 := dv[s*ldv+k], dv[(4+s)*ldv+k], dv[(8+s)*ldv+k], dv[(12+s)*ldv+k]
 			t[0][s], t[1][s], t[2][s], t[3][s] = d0, (d1-d2)+d3, (d1+d2)-d0, -d3

@@ -265,3 +265,56 @@ func BenchmarkWino(b *testing.B) {
 		active = old
 	}
 }
+
+// The portable tile kernels (which the convolution's float64 path runs)
+// evaluate exactly what the float32 ones do, assembly included.
+func TestWinoGoMatchesKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	r := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	for _, c := range []int{3, 8, 64, 70} {
+		ld := c + 1
+		src := r(3*5*c + 4*c)
+		v1, v2 := make([]float32, 15*ld+c), make([]float32, 15*ld+c)
+		WinoIn(v1, ld, src, 5*c, c)
+		WinoInGo(v2, ld, src, 5*c, c)
+		if !slices.Equal(v1, v2) {
+			t.Errorf("c=%d: WinoIn differs", c)
+		}
+		bias, mask := r(c), r(4*c)
+		for flags := 0; flags < 4; flags++ {
+			o1, o2 := make([]float32, c), make([]float32, c)
+			a1, a2 := make([]uint8, c), make([]uint8, c)
+			WinoOutPool(o1, a1, v1, ld, bias, 1.5, mask, flags)
+			WinoOutPoolGo(o2, a2, v1, ld, bias, 1.5, mask, flags)
+			if !slices.Equal(o1, o2) || !slices.Equal(a1, a2) {
+				t.Errorf("c=%d flags=%d: WinoOutPool differs", c, flags)
+			}
+		}
+		g, out := r(c), r(c)
+		arg := make([]uint8, c)
+		for i := range arg {
+			arg[i] = uint8(rng.IntN(4))
+		}
+		d1, d2 := make([]float32, 15*ld+c), make([]float32, 15*ld+c)
+		db1, db2 := r(c), make([]float32, c)
+		copy(db2, db1)
+		WinoGradOut(d1, ld, db1, g, out, arg, 0.5)
+		WinoGradOutGo(d2, ld, db2, g, out, arg, 0.5)
+		if !slices.Equal(d1, d2) || !slices.Equal(db1, db2) {
+			t.Errorf("c=%d: WinoGradOut differs", c)
+		}
+		x1 := r(3*5*c + 4*c)
+		x2 := slices.Clone(x1)
+		WinoInT(x1, 5*c, d1, ld, c)
+		WinoInTGo(x2, 5*c, d1, ld, c)
+		if !slices.Equal(x1, x2) {
+			t.Errorf("c=%d: WinoInT differs", c)
+		}
+	}
+}
