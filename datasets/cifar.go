@@ -326,13 +326,7 @@ func parseLabelNames(label string, data []byte) ([]string, error) {
 		out = append(out, s)
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("datasets: %s lists no class names", label)
-	}
-	return out, nil
+	return listed(out, err, label, "class names")
 }
 
 // parseCIFARBinary reads train.bin or test.bin: records of a coarse label

@@ -199,13 +199,7 @@ func parseDomainList(file, domain string, data []byte) ([]listLine, error) {
 		out = append(out, listLine{path: fields[0], category: parts[1], label: label, line: n})
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("datasets: %s lists no images", file)
-	}
-	return out, nil
+	return listed(out, err, file, "images")
 }
 
 // loadDomainList decodes (or reads from the cache) the images of one list,

@@ -210,6 +210,18 @@ func forEachLine(data []byte, fn func(n int, line string) error) error {
 	return nil
 }
 
+// listed is what a list parser returns: its error, or the rows it
+// collected, or an error naming file when the list held none of what.
+func listed[T any](out []T, err error, file, what string) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("datasets: %s lists no %s", file, what)
+	}
+	return out, nil
+}
+
 // malformedLine is the error for line n of a list, shown up to limit
 // bytes: "datasets: file:n: malformed <kind> line "...": why".
 func malformedLine(file string, n int, kind, line string, limit int, why string) error {

@@ -244,13 +244,7 @@ func parseMiniCSV(file string, data []byte) ([]csvRow, error) {
 		out = append(out, csvRow{name: name, label: label, line: n})
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("datasets: %s lists no images", file)
-	}
-	return out, nil
+	return listed(out, err, file, "images")
 }
 
 // foundFile is an image file found under the data folder.
