@@ -28,6 +28,25 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 // WriteAtomicFunc is WriteAtomic for content that write streams: path is
 // replaced only when write, the sync and the close all succeed.
 func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
+	return writeAtomic(path, perm, write, nil)
+}
+
+// WriteAtomicChecked is WriteAtomic that reads the temporary file back
+// after the sync and passes its content to check before the rename: a
+// write the disk got wrong, or content check refuses, never replaces the
+// previous file.
+func WriteAtomicChecked(path string, data []byte, perm os.FileMode, check func(written []byte) error) error {
+	return writeAtomic(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, check)
+}
+
+// writeAtomic writes a temporary file beside path with write, sets perm,
+// syncs and closes it, lets check (if any) read it back, and renames it
+// over path; on any failure the temporary file is removed and path is
+// untouched.
+func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error, check func([]byte) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -42,6 +61,14 @@ func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error)
 	}
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
+	}
+	if werr == nil && check != nil {
+		var back []byte
+		if back, werr = os.ReadFile(name); werr == nil {
+			if werr = check(back); werr != nil {
+				werr = fmt.Errorf("verifying what was written: %w", werr)
+			}
+		}
 	}
 	if werr == nil {
 		werr = os.Rename(name, path)
