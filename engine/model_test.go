@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/ops"
+	"gonum.org/v1/gonum/diff/fd"
 )
 
 // smallConfig is a model small enough for finite differences over the whole
@@ -132,17 +133,13 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	}
 }
 
-// centralDiff is the central finite difference of f in x[j], step 1e-6;
+// centralDiff is the central finite difference of f in x[j], step 1e-6,
+// by gonum's diff/fd;
 // x[j] is restored.
 func centralDiff(x []float64, j int, f func() float64) float64 {
-	const h = 1e-6
 	v := x[j]
-	x[j] = v + h
-	fp := f()
-	x[j] = v - h
-	fm := f()
-	x[j] = v
-	return (fp - fm) / (2 * h)
+	defer func() { x[j] = v }()
+	return fd.Derivative(func(y float64) float64 { x[j] = y; return f() }, v, &fd.Settings{Formula: fd.Central, Step: 1e-6})
 }
 
 func TestDisplaySnapshots(t *testing.T) {
