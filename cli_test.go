@@ -200,17 +200,7 @@ func TestSignalCheckpointsAndResumeFinishes(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, engine.FileMetrics)); err == nil && len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("run produced no metrics")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForRows(t, cmd, filepath.Join(dir, engine.FileMetrics))
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "--resume") {
@@ -223,6 +213,23 @@ func TestSignalCheckpointsAndResumeFinishes(t *testing.T) {
 	so, se2, code := mkbench(t, "run", "--resume", dir, "--iters", fmtInt(ck.Iter+20), "--quiet")
 	if code != 0 || !strings.Contains(so, "done") {
 		t.Fatalf("resume: exit %d: %s %s", code, so, se2)
+	}
+}
+
+// waitForRows waits up to a minute for the child cmd to write its first
+// metrics rows to path, killing it and failing t if it never does.
+func waitForRows(t *testing.T, cmd *exec.Cmd, path string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("%s: no metrics after a minute", path)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -351,17 +358,7 @@ func TestHangupCheckpoints(t *testing.T) {
 	buf := make([]byte, 1)
 	stdout.Read(buf) // the first line has begun
 	stdout.Close()   // the terminal is gone
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, engine.FileMetrics)); err == nil && len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("run produced no metrics")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForRows(t, cmd, filepath.Join(dir, engine.FileMetrics))
 	time.Sleep(2500 * time.Millisecond) // a progress line goes to the closed pipe
 	cmd.Process.Signal(syscall.SIGHUP)
 	err = cmd.Wait()

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
@@ -108,17 +107,7 @@ func TestExperimentInterruptAndResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := filepath.Join(dir, "runs", "vrf-s1", engine.FileMetrics)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(metrics); err == nil && len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the experiment produced no metrics")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForRows(t, cmd, metrics)
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "mkbench experiment --resume "+dir) {
@@ -144,17 +133,7 @@ func TestExperimentHangupCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := filepath.Join(dir, "runs", "vrf-s1", engine.FileMetrics)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(metrics); err == nil && len(b) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the experiment produced no metrics")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForRows(t, cmd, metrics)
 	cmd.Process.Signal(syscall.SIGHUP)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "mkbench experiment --resume "+dir) {
