@@ -39,7 +39,11 @@ Usage:
               [--run DIR] [--out DIR]
                                 NAME: ablation, versatility, efficiency, shots
   mkbench experiment --resume DIR
-  mkbench report DIR            redraw an experiment's tables and figures
+  mkbench experiment ... --engine local|slurm [--jobs K] [--wait]
+                                train the experiment's runs with a sweep engine, then draw it
+  mkbench sweep plan|run|status|resume|cancel ...
+                                grids of runs from a YAML sweep file, here or on Slurm (mkbench sweep help)
+  mkbench report DIR            redraw an experiment's or a sweep's tables and figures
   mkbench presets               list presets
   mkbench --version
 
@@ -68,6 +72,8 @@ func cli(args []string, stdout, stderr *os.File) int {
 		return cmdExperiment(args[1:], stdout, stderr)
 	case "report":
 		return cmdReport(args[1:], stdout, stderr)
+	case "sweep":
+		return cmdSweep(args[1:], stdout, stderr)
 	case "presets":
 		for _, p := range presets.All() {
 			fmt.Fprintf(stdout, "%-14s %s\n", p.Name, p.Summary())

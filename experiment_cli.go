@@ -15,6 +15,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -50,6 +51,8 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	fromRun := fs.String("run", "", "versatility: evaluate this trained run directory instead of training")
 	resume := fs.String("resume", "", "continue the interrupted experiment in this directory")
 	quiet := fs.Bool("quiet", false, "print only the results")
+	engineName, jobs, wait := engineFlags(fs)
+	slurmFile := fs.String("slurm", "", "with --engine slurm: a YAML file whose slurm: section (a sweep file's keys: partition, time, mem, …) sets the job options")
 	sets := setFlag(fs)
 	set, err := parse(fs, args)
 	if err != nil {
@@ -60,8 +63,16 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		}
 		return fail(stderr, err)
 	}
-	if err := checkPositive(fs, set, "iters", "eval-tasks"); err != nil {
+	if err := checkPositive(fs, set, "iters", "eval-tasks", "jobs"); err != nil {
 		return fail(stderr, err)
+	}
+	if *engineName != "" {
+		if err := checkEngine(*engineName); err != nil {
+			return fail(stderr, fmt.Errorf("experiment: %w", err))
+		}
+	}
+	if *slurmFile != "" && *engineName != "slurm" {
+		return fail(stderr, errors.New("experiment: --slurm FILE applies to --engine slurm"))
 	}
 	if set["minutes"] && !(*minutes > 0) {
 		return fail(stderr, fmt.Errorf("experiment: --minutes must be positive, got %g", *minutes))
@@ -73,7 +84,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	if *resume != "" {
 		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run", "set"} {
 			if set[n] {
-				return fail(stderr, fmt.Errorf("experiment: --%s cannot be changed when resuming (the experiment keeps its settings); only --data and --quiet can", n))
+				return fail(stderr, fmt.Errorf("experiment: --%s cannot be changed when resuming (the experiment keeps its settings); only --data, --quiet and the engine's flags can", n))
 			}
 		}
 		m, err := experiments.LoadManifest(*resume)
@@ -160,6 +171,17 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	if !*quiet {
 		r.Progress = progressLines(stdout)
 		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
+	}
+	if *engineName != "" {
+		// The training runs go to a sweep engine first; the Runner then
+		// finds them finished and evaluates and draws as always.
+		code, through := experimentUnits(r, *engineName, *slurmFile, *jobs, *wait, *quiet, stdout, stderr)
+		if !through {
+			if code == 0 {
+				fmt.Fprintf(stdout, "when the runs are through, draw the results with: mkbench experiment --resume %s\n", dir)
+			}
+			return code
+		}
 	}
 	ctx, cancel := stopContext()
 	defer cancel()
@@ -256,10 +278,50 @@ func cmdReport(args []string, stdout, stderr *os.File) int {
 	if _, err := os.Stat(filepath.Join(dir, engine.FileSummary)); err == nil {
 		return fail(stderr, fmt.Errorf("report: %s is a run directory, not an experiment; evaluate it with: mkbench eval --run %s", dir, dir))
 	}
+	if isSweepDir(dir) {
+		return sweepReport(dir, false, stdout, stderr, 0)
+	}
 	res, err := experiments.Report(dir)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	printResults(stdout, dir, res)
 	return 0
+}
+
+// experimentUnits hands the training runs of r's experiment to a sweep
+// engine, the experiment directory being the sweep's (see runUnits).
+func experimentUnits(r *experiments.Runner, engineName, slurmFile string, jobs int, wait, quiet bool, stdout, stderr *os.File) (int, bool) {
+	runs, err := r.TrainingRuns()
+	if err != nil {
+		return fail(stderr, err), false
+	}
+	if len(runs) == 0 {
+		return 0, true // versatility of a given --run: nothing to train
+	}
+	if err := r.Prepare(); err != nil {
+		return fail(stderr, err), false
+	}
+	m := sweep.Manifest{File: sweep.File{Presets: []string{r.Options.Preset}}, Units: sweep.ExperimentUnits(runs),
+		Data: absOrEmpty(r.Options.Data), Engine: engineName, Experiment: r.Options.Experiment}
+	if slurmFile != "" {
+		data, err := os.ReadFile(slurmFile)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("experiment: --slurm: %w", err)), false
+		}
+		if m.File.Slurm, err = sweep.ParseSlurm(slurmFile, data); err != nil {
+			return fail(stderr, err), false
+		}
+	}
+	if m.Binary, err = selfPath(); err != nil {
+		return fail(stderr, err), false
+	}
+	dir, err := filepath.Abs(r.Dir)
+	if err != nil {
+		return fail(stderr, err), false
+	}
+	if err := sweep.Create(dir, m, nil); err != nil {
+		return fail(stderr, err), false
+	}
+	return runUnits(dir, engineName, jobs, wait, false, quiet, nil, stdout, stderr)
 }

@@ -28,6 +28,10 @@ type RunOptions struct {
 	DisplayTask  int           // which display task to draw
 	DisplayDraws int           // ω draws for the display's spread; default 8
 	SkipEval     bool          // skip the final evaluation
+	// Locked says the caller holds Dir's lock (runfile.Lock) for the whole
+	// call, as a sweep worker does while it decides how to start a unit:
+	// Run then does not take it.
+	Locked bool
 
 	// Repair, when resuming, lets a run go on whose metrics.jsonl or
 	// val.jsonl do not match its checkpoint (damaged or missing rows): the
@@ -103,11 +107,13 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 				return res, fmt.Errorf("engine: cannot resume %s: %w", opts.Dir, err)
 			}
 		}
-		lock, err := runfile.Lock(opts.Dir)
-		if err != nil {
-			return res, fmt.Errorf("engine: %w", err)
+		if !opts.Locked {
+			lock, err := runfile.Lock(opts.Dir)
+			if err != nil {
+				return res, fmt.Errorf("engine: %w", err)
+			}
+			defer lock.Release()
 		}
-		defer lock.Release()
 	}
 	r, err := newRun(cfg, src, opts, obs, &res)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/presets"
 )
 
 // MAML is the variant name of the MAML baseline (Finn et al. 2017), the
@@ -64,4 +65,27 @@ type BaselineResult struct {
 // comparison).
 func DefaultBaselines() map[string]BaselineFunc {
 	return map[string]BaselineFunc{MAML: MAMLBaseline}
+}
+
+// TrainBaseline trains the baseline run tr (a sweep unit of a baseline
+// variant) into dir with bf, as an experiment's Runner trains one: a
+// finished run is left alone, and the run gets the engine's summary.json
+// and the fits the figures draw.
+func TrainBaseline(ctx context.Context, tr TrainingRun, bf BaselineFunc, dir, data string) error {
+	ov := presets.Overrides{}
+	for _, s := range tr.Set {
+		k, v, err := presets.ParseSet(s)
+		if err != nil {
+			return err
+		}
+		ov[k] = v
+	}
+	p, cfg, err := presets.Spec{Preset: tr.Preset, Overrides: ov}.Config()
+	if err != nil {
+		return err
+	}
+	j := job{seed: tr.Seed, name: tr.Dir, preset: tr.Record, cfg: cfg, baseline: bf,
+		key: PointKey{Variant: tr.Variant, TrainWay: cfg.Way, TrainShot: cfg.Shot, Way: cfg.Way, Shot: cfg.Shot}}
+	_, err = (&Runner{}).runBaseline(ctx, Progress{}, dir, j, Options{Data: data, Minutes: tr.Minutes}, p)
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -19,6 +20,7 @@ type job struct {
 	name     string // run directory: relative to the experiment, or absolute (external)
 	preset   string
 	cfg      engine.Config
+	spec     presets.Spec // what cfg was built from (training jobs)
 	baseline BaselineFunc
 	external bool       // a run from elsewhere (versatility --run): never trained or changed
 	cells    []PointKey // versatility grid cells
@@ -40,6 +42,58 @@ func (r *Runner) Plan() ([]string, error) {
 		out = append(out, j.name)
 	}
 	return out, nil
+}
+
+// TrainingRun is one training run of an experiment, as a sweep unit runs
+// it: the sweep engines train an experiment's runs, and the Runner then
+// finds them finished and draws the results.
+type TrainingRun struct {
+	Dir     string // run directory, relative to the experiment directory
+	Preset  string // the spec's preset
+	Variant string // an engine variant or a baseline's
+	Record  string // the preset name the run records
+	Seed    uint64
+	Set     []string // the spec's overrides, key=value
+	Minutes float64  // training-time budget; 0: none
+}
+
+// TrainingRuns lists the training runs of the experiment, in plan order,
+// after checking its options; nothing is written. A versatility
+// experiment given a trained run (--run) has none.
+func (r *Runner) TrainingRuns() ([]TrainingRun, error) {
+	o, p, err := r.Options.Normalize(r.baselineNames())
+	if err != nil {
+		return nil, err
+	}
+	jobs, _, err := r.plan(o, p)
+	if err != nil {
+		return nil, err
+	}
+	var out []TrainingRun
+	for _, j := range jobs {
+		if j.external {
+			continue
+		}
+		out = append(out, TrainingRun{Dir: j.name, Preset: j.spec.Preset, Variant: j.key.Variant, Record: j.preset,
+			Seed: j.seed, Set: j.spec.Overrides.Settings(), Minutes: o.Minutes})
+	}
+	return out, nil
+}
+
+// Prepare creates the experiment directory with its experiment.json, or
+// checks that the one there holds this experiment, as Run does first; for
+// handing the training runs to a sweep engine before Run draws them.
+func (r *Runner) Prepare() error {
+	o, _, err := r.Options.Normalize(r.baselineNames())
+	if err != nil {
+		return err
+	}
+	lock, err := runfile.Lock(r.Dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	return r.prepare(o)
 }
 
 // runName is a run directory name: "+" written as "_" so it needs no
@@ -137,7 +191,7 @@ func (r *Runner) trainingJob(o Options, sp presets.Spec, recorded, variant strin
 	if err != nil {
 		return j, fmt.Errorf("%s: %w", name, err)
 	}
-	j.cfg = cfg
+	j.cfg, j.spec = cfg, sp
 	j.key = PointKey{Variant: variant, Bases: cfg.Bases, TrainWay: cfg.Way, TrainShot: cfg.Shot, Way: cfg.Way, Shot: cfg.Shot}
 	if j.baseline != nil {
 		j.key.Bases = 0

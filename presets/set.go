@@ -83,7 +83,12 @@ func (o Overrides) Set(s string) error {
 }
 
 // String writes o as sorted key=value settings, ParseSet's syntax.
-func (o Overrides) String() string {
+func (o Overrides) String() string { return strings.Join(o.Settings(), " ") }
+
+// Settings lists o as sorted key=value settings in ParseSet's syntax, each
+// parsing back to its value exactly (a whole number read back from JSON as
+// a float is written as a whole number).
+func (o Overrides) Settings() []string {
 	keys := make([]string, 0, len(o))
 	for k := range o {
 		keys = append(keys, k)
@@ -92,14 +97,27 @@ func (o Overrides) String() string {
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		v := o[k]
-		if l, ok := v.([]int); ok {
-			s := make([]string, len(l))
-			for j, n := range l {
+		switch x := v.(type) {
+		case []int:
+			s := make([]string, len(x))
+			for j, n := range x {
 				s[j] = strconv.Itoa(n)
 			}
 			v = strings.Join(s, ",")
+		case []any:
+			s := make([]string, len(x))
+			for j, n := range x {
+				s[j] = fmt.Sprint(n)
+			}
+			v = strings.Join(s, ",")
+		case float64:
+			if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+				v = strconv.FormatFloat(x, 'f', -1, 64)
+			} else {
+				v = strconv.FormatFloat(x, 'g', -1, 64)
+			}
 		}
 		parts[i] = fmt.Sprintf("%s=%v", k, v)
 	}
-	return strings.Join(parts, " ")
+	return parts
 }

@@ -278,6 +278,12 @@ func NewExperimentDir(root, name, preset string, t time.Time) (string, error) {
 	return freshDir(filepath.Join(root, fmt.Sprintf("exp-%s-%s-%s", name, preset, t.Format("20060102-150405"))))
 }
 
+// NewSweepDir creates a fresh sweep directory under root, as NewRunDir
+// does: sweep-NAME-YYYYMMDD-HHMMSS, NAME being the sweep file's.
+func NewSweepDir(root, name string, t time.Time) (string, error) {
+	return freshDir(filepath.Join(root, fmt.Sprintf("sweep-%s-%s", name, t.Format("20060102-150405"))))
+}
+
 // VariantSlug is a variant as it appears in directory names: "+" written
 // as "_", so the name needs no quoting in a shell.
 func VariantSlug(variant string) string { return strings.ReplaceAll(variant, "+", "_") }

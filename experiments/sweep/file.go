@@ -1,0 +1,418 @@
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+)
+
+// File is a sweep file: what to run, as the user wrote it, checked.
+type File struct {
+	Presets   []string `json:"presets"`
+	Variants  []string `json:"variants,omitempty"` // empty: each preset's own variant
+	Seeds     []uint64 `json:"seeds,omitempty"`    // empty: each preset's seed
+	Iters     int      `json:"iters,omitempty"`    // 0: each preset's
+	Minutes   float64  `json:"minutes,omitempty"`  // training-time budget per unit; 0: none
+	EvalTasks int      `json:"eval_tasks,omitempty"`
+	Grid      []Axis   `json:"grid,omitempty"`
+	Slurm     Slurm    `json:"slurm"`
+}
+
+// Axis is one grid key and its values, each in ParseSet's syntax
+// ("lr=0.001"), in the file's order.
+type Axis struct {
+	Key    string   `json:"key"`
+	Values []string `json:"values"`
+}
+
+// Slurm holds the job settings of the slurm engine; every field is
+// optional, and an empty one leaves the cluster's default.
+type Slurm struct {
+	Partition   string   `json:"partition,omitempty"`
+	Account     string   `json:"account,omitempty"`
+	QOS         string   `json:"qos,omitempty"`
+	Time        string   `json:"time,omitempty"` // Slurm's time format: "90", "02:00:00", "1-12:00:00"
+	Mem         string   `json:"mem,omitempty"`  // "4G", "500M"
+	CPUsPerTask int      `json:"cpus_per_task,omitempty"`
+	MaxParallel int      `json:"max_parallel,omitempty"`
+	Extra       []string `json:"extra,omitempty"` // raw #SBATCH options, each "--name[=value]"
+}
+
+// LineError is an error at a line of a sweep file: it reads
+// "FILE:LINE: KEY: what is wrong".
+type LineError struct {
+	File string
+	Line int
+	Key  string
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s:%d: %s: %v", e.File, e.Line, e.Key, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// ErrSweepFile is what every error of ParseFile matches with errors.Is.
+var ErrSweepFile = errors.New("bad sweep file")
+
+// topKeys are the keys a sweep file may have, in the order help shows them.
+var topKeys = []string{"presets", "variants", "seeds", "iters", "minutes", "eval_tasks", "grid", "slurm"}
+
+// slurmKeys are the keys of its slurm section.
+var slurmKeys = []string{"partition", "account", "qos", "time", "mem", "cpus_per_task", "max_parallel", "extra"}
+
+// ownKeys are run settings the sweep sets with keys of its own, so a grid
+// over them is pointed there.
+var ownKeys = map[string]string{"seed": "seeds", "iters": "iters", "eval_tasks": "eval_tasks"}
+
+// ParseFile reads a sweep file's YAML. name is how errors name the file;
+// baselines are variant names besides the engine's that units may run.
+// Every mistake — an unknown key, an empty list, a bad value, a grid over
+// a setting a preset does not use, a bad duration — is one error naming
+// the key and its line (a *LineError).
+func ParseFile(name string, data []byte, baselines []string) (File, error) {
+	var f File
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return f, fmt.Errorf("%w: %s: not YAML: %v", ErrSweepFile, name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return f, fmt.Errorf("%w: %s is empty; a sweep file needs at least presets: [NAME]", ErrSweepFile, name)
+	}
+	p := parser{file: name, baselines: baselines}
+	root := doc.Content[0]
+	err := p.mapping(root, "the sweep file", topKeys, func(key string, k, v *yaml.Node) error {
+		switch key {
+		case "presets":
+			return p.presets(v, &f)
+		case "variants":
+			return p.variants(v, &f)
+		case "seeds":
+			return p.each(v, key, func(n *yaml.Node) error {
+				s, err := strconv.ParseUint(n.Value, 10, 63)
+				if err != nil || n.Kind != yaml.ScalarNode {
+					return p.at(n, key, fmt.Errorf("%q is not a seed (a whole number ≥ 0)", n.Value))
+				}
+				if slices.Contains(f.Seeds, s) {
+					return p.at(n, key, fmt.Errorf("seed %d is listed twice", s))
+				}
+				f.Seeds = append(f.Seeds, s)
+				return nil
+			})
+		case "iters":
+			return p.positiveInt(v, key, &f.Iters)
+		case "eval_tasks":
+			return p.positiveInt(v, key, &f.EvalTasks)
+		case "minutes":
+			x, err := strconv.ParseFloat(v.Value, 64)
+			if v.Kind != yaml.ScalarNode || err != nil || !(x > 0) || math.IsInf(x, 0) {
+				return p.at(v, key, fmt.Errorf("%q is not a duration in minutes (a positive number, e.g. minutes: 60)", v.Value))
+			}
+			f.Minutes = x
+		case "grid":
+			return p.grid(v, &f)
+		case "slurm":
+			return p.slurm(v, &f.Slurm)
+		}
+		return nil
+	})
+	if err != nil {
+		return f, err
+	}
+	if len(f.Presets) == 0 {
+		return f, p.at(root, "presets", errors.New("missing: name one or more presets (presets: [sine-5shot]; see mkbench presets)"))
+	}
+	return f, p.checkUse(root, f)
+}
+
+// parser carries what the error messages need.
+type parser struct {
+	file      string
+	baselines []string
+}
+
+func (p parser) at(n *yaml.Node, key string, err error) error {
+	return fmt.Errorf("%w: %w", ErrSweepFile, &LineError{File: p.file, Line: n.Line, Key: key, Err: err})
+}
+
+// mapping walks a mapping node's pairs in order, refusing keys not in
+// known and keys given twice.
+func (p parser) mapping(n *yaml.Node, what string, known []string, fn func(key string, k, v *yaml.Node) error) error {
+	if n.Kind != yaml.MappingNode {
+		return p.at(n, what, fmt.Errorf("want a mapping of keys (%s)", strings.Join(known, ", ")))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !slices.Contains(known, k.Value) {
+			return p.at(k, k.Value, fmt.Errorf("unknown key in %s (keys: %s)", what, strings.Join(known, ", ")))
+		}
+		if seen[k.Value] {
+			return p.at(k, k.Value, errors.New("given twice"))
+		}
+		seen[k.Value] = true
+		if err := fn(k.Value, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// each calls fn on every item of a list (a lone scalar is a list of one),
+// refusing an empty list.
+func (p parser) each(n *yaml.Node, key string, fn func(*yaml.Node) error) error {
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	} else if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return p.at(n, key, errors.New("want a list, e.g. [1, 2, 3]"))
+	}
+	if len(items) == 0 {
+		return p.at(n, key, errors.New("the list is empty: give at least one value, or leave the key out"))
+	}
+	for _, it := range items {
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p parser) positiveInt(n *yaml.Node, key string, dst *int) error {
+	x, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || x <= 0 {
+		return p.at(n, key, fmt.Errorf("%q is not a positive whole number", n.Value))
+	}
+	*dst = x
+	return nil
+}
+
+func (p parser) presets(n *yaml.Node, f *File) error {
+	return p.each(n, "presets", func(it *yaml.Node) error {
+		if _, err := presets.Get(it.Value); err != nil || it.Kind != yaml.ScalarNode {
+			return p.at(it, "presets", fmt.Errorf("no preset %q (see mkbench presets)", it.Value))
+		}
+		if slices.Contains(f.Presets, it.Value) {
+			return p.at(it, "presets", fmt.Errorf("%s is listed twice", it.Value))
+		}
+		f.Presets = append(f.Presets, it.Value)
+		return nil
+	})
+}
+
+func (p parser) variants(n *yaml.Node, f *File) error {
+	known := append(slices.Clone(engine.Variants), p.baselines...)
+	return p.each(n, "variants", func(it *yaml.Node) error {
+		if !slices.Contains(known, it.Value) || it.Kind != yaml.ScalarNode {
+			return p.at(it, "variants", fmt.Errorf("no variant %q (variants: %s)", it.Value, strings.Join(known, ", ")))
+		}
+		if slices.Contains(f.Variants, it.Value) {
+			return p.at(it, "variants", fmt.Errorf("%s is listed twice", it.Value))
+		}
+		f.Variants = append(f.Variants, it.Value)
+		return nil
+	})
+}
+
+// grid reads the grid: each key an override key, each value parsed as
+// --set parses it. A value of a list setting (embed_hidden) may be a YAML
+// list or "64,64".
+func (p parser) grid(n *yaml.Node, f *File) error {
+	if n.Kind != yaml.MappingNode {
+		return p.at(n, "grid", errors.New("want a mapping of setting keys to lists of values, e.g. grid: {bases: [64, 128]}"))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key := strings.ReplaceAll(k.Value, "-", "_")
+		where := "grid." + k.Value
+		if own, ok := ownKeys[key]; ok {
+			return p.at(k, where, fmt.Errorf("give it as the sweep's own key %s:, not in the grid", own))
+		}
+		if seen[key] {
+			return p.at(k, where, errors.New("given twice"))
+		}
+		seen[key] = true
+		ax := Axis{Key: key}
+		if v.Kind != yaml.SequenceNode {
+			return p.at(v, where, errors.New("want a list of values, e.g. [64, 128]"))
+		}
+		if len(v.Content) == 0 {
+			return p.at(v, where, errors.New("the list is empty: give at least one value, or leave the key out"))
+		}
+		for _, it := range v.Content {
+			val := it.Value
+			if it.Kind == yaml.SequenceNode {
+				parts := make([]string, len(it.Content))
+				for j, c := range it.Content {
+					parts[j] = c.Value
+				}
+				val = strings.Join(parts, ",")
+			} else if it.Kind != yaml.ScalarNode {
+				return p.at(it, where, fmt.Errorf("want a value, not a %s", kindName(it)))
+			}
+			set := key + "=" + val
+			if _, _, err := presets.ParseSet(set); err != nil {
+				if errors.Is(err, presets.ErrUnknownKey) {
+					return p.at(k, where, err)
+				}
+				return p.at(it, where, err)
+			}
+			if slices.Contains(ax.Values, set) {
+				return p.at(it, where, fmt.Errorf("%s is listed twice", val))
+			}
+			ax.Values = append(ax.Values, set)
+		}
+		f.Grid = append(f.Grid, ax)
+	}
+	return nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "mapping"
+	case yaml.SequenceNode:
+		return "list"
+	}
+	return "value"
+}
+
+// slurmTime is Slurm's --time: minutes, minutes:seconds, hours:minutes:
+// seconds, days-hours, days-hours:minutes, days-hours:minutes:seconds.
+var slurmTime = regexp.MustCompile(`^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}|\d+-\d+:\d{1,2}:\d{1,2})$`)
+
+// slurmMem is Slurm's --mem: a number of megabytes, or with a K, M, G or
+// T suffix.
+var slurmMem = regexp.MustCompile(`^[1-9]\d*[KMGT]?$`)
+
+// slurmWord is a partition, account or QOS name.
+var slurmWord = regexp.MustCompile(`^[A-Za-z0-9_.,-]+$`)
+
+func (p parser) slurm(n *yaml.Node, s *Slurm) error {
+	return p.mapping(n, "slurm", slurmKeys, func(key string, k, v *yaml.Node) error {
+		where := "slurm." + key
+		word := func(dst *string, re *regexp.Regexp, want string) error {
+			if v.Kind != yaml.ScalarNode || !re.MatchString(v.Value) {
+				return p.at(v, where, fmt.Errorf("%q is not %s", v.Value, want))
+			}
+			*dst = v.Value
+			return nil
+		}
+		switch key {
+		case "partition":
+			return word(&s.Partition, slurmWord, "a partition name")
+		case "account":
+			return word(&s.Account, slurmWord, "an account name")
+		case "qos":
+			return word(&s.QOS, slurmWord, "a QOS name")
+		case "time":
+			return word(&s.Time, slurmTime, `a Slurm time limit (MINUTES, HH:MM:SS or D-HH:MM:SS, e.g. "02:00:00"; quote it in YAML)`)
+		case "mem":
+			return word(&s.Mem, slurmMem, "a memory size (e.g. 4G, 500M)")
+		case "cpus_per_task":
+			return p.positiveInt(v, where, &s.CPUsPerTask)
+		case "max_parallel":
+			return p.positiveInt(v, where, &s.MaxParallel)
+		case "extra":
+			return p.each(v, where, func(it *yaml.Node) error {
+				line := strings.TrimSpace(it.Value)
+				if it.Kind != yaml.ScalarNode || !strings.HasPrefix(line, "-") || strings.ContainsAny(line, "\n\r") {
+					return p.at(it, where, fmt.Errorf("%q is not an sbatch option (write it as on an #SBATCH line, e.g. --constraint=avx2)", it.Value))
+				}
+				s.Extra = append(s.Extra, line)
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+// checkUse builds one configuration per preset and variant with every
+// grid key, so a key the preset does not use (way on sine, flow_layers on
+// rbf) or a value it cannot take is named at its line before any unit is
+// planned.
+func (p parser) checkUse(root *yaml.Node, f File) error {
+	line := func(key string) (*yaml.Node, string) {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if root.Content[i].Value != "grid" {
+				continue
+			}
+			g := root.Content[i+1]
+			for j := 0; j+1 < len(g.Content); j += 2 {
+				if strings.ReplaceAll(g.Content[j].Value, "-", "_") == key {
+					return g.Content[j], "grid." + g.Content[j].Value
+				}
+			}
+		}
+		return root, "grid"
+	}
+	for _, u := range f.Units() {
+		if slices.Contains(p.baselines, u.Variant) {
+			continue
+		}
+		if _, _, err := u.Spec().Config(); err != nil {
+			for _, ax := range f.Grid {
+				if namesKey(err.Error(), ax.Key) {
+					n, where := line(ax.Key)
+					return p.at(n, where, fmt.Errorf("%s, variant %s: %w", u.Preset, u.Variant, err))
+				}
+			}
+			return p.at(root, u.Name, err)
+		}
+	}
+	return nil
+}
+
+// namesKey reports whether msg names key as a word (bases, not
+// bases_scale).
+func namesKey(msg, key string) bool {
+	for i := strings.Index(msg, key); i >= 0; {
+		end := i + len(key)
+		before := i == 0 || !isWordByte(msg[i-1])
+		after := end == len(msg) || !isWordByte(msg[end])
+		if before && after {
+			return true
+		}
+		j := strings.Index(msg[i+1:], key)
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+// ParseSlurm reads the Slurm job options of an experiment run with the
+// slurm engine (mkbench experiment --engine slurm --slurm FILE): a YAML
+// file whose slurm: section has a sweep file's keys. Errors are as
+// ParseFile's.
+func ParseSlurm(name string, data []byte) (Slurm, error) {
+	var s Slurm
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return s, fmt.Errorf("%w: %s: not YAML: %v", ErrSweepFile, name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return s, fmt.Errorf("%w: %s is empty; it needs a slurm: section", ErrSweepFile, name)
+	}
+	p := parser{file: name}
+	err := p.mapping(doc.Content[0], name, []string{"slurm"}, func(_ string, _, v *yaml.Node) error {
+		return p.slurm(v, &s)
+	})
+	return s, err
+}

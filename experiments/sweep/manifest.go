@@ -1,0 +1,175 @@
+package sweep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
+)
+
+// Files of a sweep directory.
+const (
+	FileManifest  = "sweep.json"   // Manifest: the units and their settings
+	FileSource    = "sweep.yaml"   // the sweep file as given
+	FileScript    = "sweep.sbatch" // the slurm engine's job array script
+	FileJobs      = "jobs.jsonl"   // one Submission per sbatch call
+	FileCancelled = "cancelled"    // written by cancel: workers stop without a requeue
+	DirLogs       = "logs"         // the workers' output, one file per array task or local unit
+
+	// In a unit's directory, besides the run's own files:
+	FileFailed = "failed.json"  // Failure: why the unit failed
+	FileStarts = "starts.jsonl" // one Start per time a worker took the unit up
+)
+
+// Manifest is sweep.json: everything a worker needs to run any unit, so
+// that a worker on another node reads it and nothing else.
+type Manifest struct {
+	Version int    `json:"version"`
+	File    File   `json:"file"`
+	Units   []Unit `json:"units"`
+	// Data is the data folder the units read (--data), "" for the
+	// default; it must be a path every node sees.
+	Data string `json:"data,omitempty"`
+	// Binary is the mkbench executable the slurm engine's script runs.
+	Binary string `json:"binary,omitempty"`
+	// Engine is the engine the sweep was run with ("local" or "slurm"),
+	// which resume uses unless told otherwise.
+	Engine string `json:"engine"`
+	// Experiment is the experiment whose training runs these units are,
+	// "" for a sweep of its own (see experiments.Runner.Units).
+	Experiment string    `json:"experiment,omitempty"`
+	Created    time.Time `json:"created"`
+}
+
+// manifestVersion is the format of sweep.json this build writes and reads.
+const manifestVersion = 1
+
+// ErrNotSweep reports a directory without sweep.json.
+var ErrNotSweep = errors.New("not a sweep directory")
+
+// ErrOtherSweep reports a sweep directory that holds other units.
+var ErrOtherSweep = errors.New("the directory holds a different sweep")
+
+// Load reads dir's sweep.json.
+func Load(dir string) (Manifest, error) {
+	var m Manifest
+	data, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	if errors.Is(err, os.ErrNotExist) {
+		return m, fmt.Errorf("sweep: %s is %w (it has no %s; start one with mkbench sweep run FILE --out %s)", dir, ErrNotSweep, FileManifest, dir)
+	}
+	if err != nil {
+		return m, fmt.Errorf("sweep: %w", err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("sweep: %s is damaged (%v); the units' run directories under %s are intact", filepath.Join(dir, FileManifest), err, filepath.Join(dir, DirUnits))
+	}
+	if m.Version != manifestVersion {
+		return m, fmt.Errorf("sweep: %s has format %d; this mkbench reads format %d", filepath.Join(dir, FileManifest), m.Version, manifestVersion)
+	}
+	for i, u := range m.Units {
+		if u.Index != i || u.Name == "" || u.Dir == "" || filepath.IsAbs(u.Dir) || !filepath.IsLocal(u.Dir) {
+			return m, fmt.Errorf("sweep: %s is damaged: unit %d (%q) is malformed", filepath.Join(dir, FileManifest), i, u.Name)
+		}
+	}
+	return m, nil
+}
+
+// Create writes a new sweep directory for m, with source (the sweep
+// file's bytes, nil for none) beside it. A directory that already holds
+// the same units is kept as it is (a run started again continues it); one
+// holding other units, or a run, is refused.
+func Create(dir string, m Manifest, source []byte) error {
+	old, err := Load(dir)
+	switch {
+	case err == nil:
+		if !sameUnits(old.Units, m.Units) {
+			return fmt.Errorf("sweep: %w: %s was started from another sweep file (%d units, now %d); continue it with mkbench sweep resume %s, or choose another --out",
+				ErrOtherSweep, dir, len(old.Units), len(m.Units), dir)
+		}
+		return nil
+	case !errors.Is(err, ErrNotSweep):
+		return err
+	}
+	for _, f := range []string{engine.FileCheckpoint, engine.FileSummary} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return fmt.Errorf("sweep: %s holds a run, not a sweep; choose another --out", dir)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, DirUnits), 0o755); err != nil {
+		return fmt.Errorf("sweep: cannot create the sweep directory: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, DirLogs), 0o755); err != nil {
+		return fmt.Errorf("sweep: cannot create the sweep directory: %w", err)
+	}
+	if source != nil {
+		if err := runfile.WriteAtomic(filepath.Join(dir, FileSource), source, runfile.Shared); err != nil {
+			return err
+		}
+	}
+	m.Version = manifestVersion
+	if m.Created.IsZero() {
+		m.Created = time.Now().UTC()
+	}
+	return runfile.WriteJSON(filepath.Join(dir, FileManifest), m, runfile.Shared)
+}
+
+// sameUnits reports whether two unit lists run the same runs.
+func sameUnits(a, b []Unit) bool {
+	return slices.EqualFunc(a, b, func(x, y Unit) bool {
+		return x.Name == y.Name && x.Dir == y.Dir && x.Preset == y.Preset && x.Variant == y.Variant &&
+			x.Seed == y.Seed && x.Record == y.Record && slices.Equal(x.Set, y.Set) && x.Minutes == y.Minutes
+	})
+}
+
+// Failure is a unit's failed.json.
+type Failure struct {
+	Error string `json:"error"`
+	// Permanent failures (a diverged loss, bad data or settings, no
+	// progress across restarts) are not retried by a requeue; sweep
+	// resume clears them and tries again.
+	Permanent bool      `json:"permanent"`
+	Host      string    `json:"host"`
+	Job       string    `json:"slurm_job,omitempty"`
+	Time      time.Time `json:"time"`
+}
+
+// ReadFailure reads a unit directory's failed.json; ok is false when there
+// is none.
+func ReadFailure(unitDir string) (f Failure, ok bool) {
+	data, err := os.ReadFile(filepath.Join(unitDir, FileFailed))
+	if err != nil {
+		return f, false
+	}
+	if json.Unmarshal(data, &f) != nil {
+		f = Failure{Error: "failed.json is unreadable", Permanent: true}
+	}
+	return f, true
+}
+
+// Start is one row of a unit's starts.jsonl: a worker took the unit up.
+type Start struct {
+	Time    time.Time `json:"time"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Job     string    `json:"slurm_job,omitempty"`
+	Restart int       `json:"slurm_restart,omitempty"` // SLURM_RESTART_COUNT: times Slurm requeued the job
+	Iter    int       `json:"iter"`                    // the checkpoint's iteration it started from
+}
+
+// Submission is one row of jobs.jsonl: one sbatch call.
+type Submission struct {
+	Job     string    `json:"job"`     // the array job id
+	Indices []int     `json:"indices"` // the unit indices it runs
+	Time    time.Time `json:"time"`
+}
+
+// Submissions reads dir's jobs.jsonl.
+func Submissions(dir string) ([]Submission, error) {
+	return runfile.Read[Submission](filepath.Join(dir, FileJobs))
+}

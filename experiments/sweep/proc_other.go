@@ -1,0 +1,13 @@
+//go:build !unix
+
+package sweep
+
+import (
+	"os"
+	"syscall"
+)
+
+func ownGroup() *syscall.SysProcAttr { return nil }
+
+// stop ends a worker; without SIGTERM it cannot checkpoint first.
+func stop(p *os.Process) { p.Kill() }

@@ -1,0 +1,251 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/presets"
+)
+
+// Outcomes of Work besides a nil error.
+var (
+	// ErrFailed: the unit failed and its failed.json says why.
+	ErrFailed = errors.New("sweep: unit failed")
+	// ErrInterrupted: the context ended the unit after a checkpoint; a
+	// worker started again continues it.
+	ErrInterrupted = errors.New("sweep: unit interrupted")
+	// ErrCancelled: the sweep was cancelled (mkbench sweep cancel), so
+	// the worker did not start the unit.
+	ErrCancelled = errors.New("sweep: cancelled")
+)
+
+// maxStalls is how many starts in a row from the same checkpoint a unit
+// may have before it is failed: a unit killed before it ever checkpoints
+// again (a node that dies at once, a time limit shorter than the first
+// checkpoint) would otherwise be requeued forever.
+const maxStalls = 5
+
+// BaselineFunc trains a unit whose variant is a baseline (MAML) into its
+// run directory, leaving a summary.json as the engine's.
+type BaselineFunc func(ctx context.Context, m Manifest, u Unit, dir string) error
+
+// Worker runs units of the sweep in Dir, one per call of Work.
+type Worker struct {
+	Dir string
+	// LockWait is how long Work waits for a unit another live worker
+	// holds (a requeued task whose old self still runs on a failed node)
+	// before giving up; default 10 minutes.
+	LockWait time.Duration
+	// Baselines run the units of baseline variants, by variant name.
+	Baselines map[string]BaselineFunc
+	// Log receives one line when the unit starts and ends and a progress
+	// line every ProgressEvery (default 30s); nil: nothing.
+	Log           io.Writer
+	ProgressEvery time.Duration
+}
+
+// Work runs unit index: it trains it, resumes its checkpoint, or returns
+// at once when it is finished. It holds the unit directory's lock
+// throughout, waiting for another worker that holds it (LockWait); a dead
+// owner's lock is free at once (runfile.Lock). A failure a retry cannot
+// fix — bad settings or data, a diverged loss, no progress over
+// maxStalls starts — writes the unit's failed.json, which later workers
+// honour until sweep resume clears it.
+func (w *Worker) Work(ctx context.Context, index int) error {
+	m, err := Load(w.Dir)
+	if err != nil {
+		return err
+	}
+	if index < 0 || index >= len(m.Units) {
+		return fmt.Errorf("sweep: no unit %d in %s (it has %d, indexed 0 to %d)", index, w.Dir, len(m.Units), len(m.Units)-1)
+	}
+	if _, err := os.Stat(filepath.Join(w.Dir, FileCancelled)); err == nil {
+		return fmt.Errorf("%w: %s was cancelled; start its unfinished units again with mkbench sweep resume %s", ErrCancelled, w.Dir, w.Dir)
+	}
+	u := m.Units[index]
+	dir := filepath.Join(w.Dir, u.Dir)
+	lock, err := w.lock(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+
+	if _, err := os.Stat(filepath.Join(dir, engine.FileSummary)); err == nil {
+		w.logf("%s: finished earlier; nothing to do", u.Name)
+		return nil
+	}
+	if f, ok := ReadFailure(dir); ok && f.Permanent {
+		return fmt.Errorf("%w: %s: %s (not retried; after fixing the cause run mkbench sweep resume %s)", ErrFailed, u.Name, f.Error, w.Dir)
+	}
+	os.Remove(filepath.Join(dir, FileFailed))
+	iter, err := w.recordStart(dir)
+	if err != nil {
+		return err
+	}
+	if err := w.checkStalls(dir, iter); err != nil {
+		return w.fail(dir, u, err, true)
+	}
+	if bf, ok := w.Baselines[u.Variant]; ok {
+		w.logf("%s: training the %s baseline", u.Name, u.Variant)
+		if err := bf(ctx, m, u, dir); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w: %s: %v", ErrInterrupted, u.Name, err)
+			}
+			return w.fail(dir, u, err, true)
+		}
+		w.logf("%s: done", u.Name)
+		return nil
+	}
+	return w.train(ctx, m, u, dir, iter)
+}
+
+// train runs the engine on a unit, resuming what the directory holds.
+func (w *Worker) train(ctx context.Context, m Manifest, u Unit, dir string, iter int) error {
+	p, cfg, err := presets.CheckedConfig(u.Spec())
+	if err != nil {
+		return w.fail(dir, u, err, true)
+	}
+	srcs, err := presets.NewSources(p.Source, cfg, m.Data)
+	if err != nil {
+		return w.fail(dir, u, err, true)
+	}
+	resume := exists(filepath.Join(dir, engine.FileCheckpoint)) || exists(filepath.Join(dir, engine.FileConfig))
+	if resume {
+		w.logf("%s: resuming at iteration %d of %d", u.Name, iter, cfg.Iters)
+	} else {
+		w.logf("%s: training %s, variant %s, seed %d, %d iterations", u.Name, u.RecordedPreset(), cfg.Variant(), cfg.Seed, cfg.Iters)
+	}
+	opts := engine.RunOptions{Preset: u.RecordedPreset(), Dir: dir, Resume: resume, Locked: true, Val: srcs.Val, Test: srcs.Test,
+		Budget: time.Duration(u.Minutes * float64(time.Minute)), ReportEvery: time.Second}
+	res, err := engine.Run(ctx, cfg, srcs.Train, opts, w.progress(u))
+	for _, n := range res.Notes {
+		w.logf("%s: note: %s", u.Name, n)
+	}
+	switch {
+	case err == nil && res.Interrupted:
+		return fmt.Errorf("%w: %s at iteration %d", ErrInterrupted, u.Name, res.Iters)
+	case err == nil:
+		w.logf("%s: done: %d iterations in %.1fs; eval %s", u.Name, res.Iters, res.TrainSeconds, res.Eval)
+		return nil
+	case res.Interrupted || ctx.Err() != nil:
+		return fmt.Errorf("%w: %s at iteration %d (checkpoint saved)", ErrInterrupted, u.Name, res.Iters)
+	}
+	return w.fail(dir, u, err, permanent(err))
+}
+
+// permanent reports whether a run's error is one a retry cannot fix.
+// Everything the engine refuses on its own is (settings, data, a diverged
+// loss, damaged logs); an I/O error writing a file is not.
+func permanent(err error) bool {
+	var pe *os.PathError
+	return !errors.As(err, &pe) || errors.Is(err, os.ErrNotExist)
+}
+
+// fail writes the unit's failed.json and returns ErrFailed with err.
+func (w *Worker) fail(dir string, u Unit, err error, perm bool) error {
+	host, _ := os.Hostname()
+	f := Failure{Error: err.Error(), Permanent: perm, Host: host, Job: runfile.SlurmJob(), Time: time.Now().UTC()}
+	if werr := runfile.WriteJSON(filepath.Join(dir, FileFailed), f, runfile.Shared); werr != nil {
+		return fmt.Errorf("%w: %s: %v; and its failed.json could not be written: %v", ErrFailed, u.Name, err, werr)
+	}
+	w.logf("%s: failed: %v", u.Name, err)
+	return fmt.Errorf("%w: %s: %v", ErrFailed, u.Name, err)
+}
+
+// lock takes the unit directory's lock, waiting up to LockWait while a
+// live worker holds it.
+func (w *Worker) lock(ctx context.Context, dir string) (*runfile.DirLock, error) {
+	wait := w.LockWait
+	if wait <= 0 {
+		wait = 10 * time.Minute
+	}
+	deadline := time.Now().Add(wait)
+	logged := false
+	for {
+		l, err := runfile.Lock(dir)
+		if err == nil || !errors.Is(err, runfile.ErrInUse) || time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("sweep: %w", err)
+			}
+			return l, nil
+		}
+		if !logged {
+			w.logf("waiting for %v", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: while waiting for %s", ErrInterrupted, dir)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// recordStart appends this start to starts.jsonl and returns the
+// iteration the unit's checkpoint holds (0 without one).
+func (w *Worker) recordStart(dir string) (int, error) {
+	iter := 0
+	if exists(filepath.Join(dir, engine.FileCheckpoint)) {
+		ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+		if err != nil {
+			return 0, err
+		}
+		iter = ck.Iter
+	}
+	host, _ := os.Hostname()
+	restart, _ := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT"))
+	s := Start{Time: time.Now().UTC(), Host: host, PID: os.Getpid(), Job: runfile.SlurmJob(), Restart: restart, Iter: iter}
+	return iter, runfile.Append(filepath.Join(dir, FileStarts), s, runfile.Shared)
+}
+
+// checkStalls fails a unit whose last maxStalls starts, this one
+// included, all began at the same iteration short of the end.
+func (w *Worker) checkStalls(dir string, iter int) error {
+	starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts))
+	if err != nil || len(starts) < maxStalls {
+		return nil
+	}
+	for _, s := range starts[len(starts)-maxStalls:] {
+		if s.Iter != iter {
+			return nil
+		}
+	}
+	return fmt.Errorf("started %d times in a row at iteration %d without saving a later checkpoint (is the time limit shorter than the first checkpoint, or does the node die at start?)", maxStalls, iter)
+}
+
+// progress prints a unit's progress every ProgressEvery.
+func (w *Worker) progress(u Unit) engine.Observer {
+	every := w.ProgressEvery
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	last := time.Now()
+	return engine.ObserverFunc(func(s engine.Snapshot) error {
+		if s.Done || time.Since(last) < every {
+			return nil
+		}
+		last = time.Now()
+		w.logf("%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s", u.Name, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec,
+			engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
+		return nil
+	})
+}
+
+func (w *Worker) logf(format string, args ...any) {
+	if w.Log != nil {
+		fmt.Fprintf(w.Log, time.Now().Format("15:04:05")+" "+format+"\n", args...)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
