@@ -390,7 +390,7 @@ func follow(ctx context.Context, dir string, quiet bool, w io.Writer) (sweep.Sta
 		queued := 0
 		for _, u := range st.Units {
 			state := u.State
-			if u.Slurm != "" {
+			if u.Queued {
 				queued++
 				if u.State != sweep.StateDone {
 					state = fmt.Sprintf("%s (slurm %s %s)", u.State, u.Slurm, u.Node)
@@ -536,7 +536,7 @@ func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
 	}
 	cleared := 0
 	for _, u := range st.Units {
-		if u.Slurm != "" && u.State != sweep.StateDone {
+		if u.Queued && u.State != sweep.StateDone {
 			fmt.Fprintf(stderr, "mkbench: note: %s is still in Slurm's queue (%s); not submitted again\n", u.Name, u.Slurm)
 			continue
 		}

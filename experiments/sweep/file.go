@@ -62,6 +62,10 @@ func (e *LineError) Error() string {
 
 func (e *LineError) Unwrap() error { return e.Err }
 
+// MaxUnits bounds the units of one sweep file: a grid typed wrong can
+// multiply out to more runs than any cluster queue takes.
+const MaxUnits = 100000
+
 // ErrSweepFile is what every error of ParseFile matches with errors.Is.
 var ErrSweepFile = errors.New("bad sweep file")
 
@@ -356,6 +360,16 @@ func (p parser) checkUse(root *yaml.Node, f File) error {
 			}
 		}
 		return root, "grid"
+	}
+	n := len(f.Presets) * max(len(f.Variants), 1) * max(len(f.Seeds), 1)
+	for _, ax := range f.Grid {
+		n *= len(ax.Values)
+		if n > MaxUnits {
+			break
+		}
+	}
+	if n > MaxUnits {
+		return p.at(root, "grid", fmt.Errorf("the sweep has more than %d units; split it into several sweep files", MaxUnits))
 	}
 	for _, u := range f.Units() {
 		if slices.Contains(p.baselines, u.Variant) {

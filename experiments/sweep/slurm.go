@@ -179,9 +179,20 @@ type QueueTask struct {
 	Node  string
 }
 
-// Queue asks squeue for the tasks of the sweep's jobs that Slurm still
-// holds (pending, running, requeued), by unit index. Tasks of the latest
-// submission win over older ones for the same unit.
+// Active reports whether Slurm still holds the task: it is waiting, or
+// running, or on its way to either (a requeue), rather than ended.
+func (q QueueTask) Active() bool {
+	switch q.State {
+	case "PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "STOPPED":
+		return true
+	}
+	return false
+}
+
+// Queue asks squeue for the tasks of the sweep's jobs, by unit index:
+// those Slurm holds (QueueTask.Active) and those it remembers as ended
+// (for MinJobAge). Tasks of the latest submission win over older ones for
+// the same unit.
 func Queue(ctx context.Context, subs []Submission) (map[int]QueueTask, error) {
 	out := map[int]QueueTask{}
 	if len(subs) == 0 {
@@ -193,7 +204,7 @@ func Queue(ctx context.Context, subs []Submission) (map[int]QueueTask, error) {
 		jobs = append(jobs, s.Job)
 		order[s.Job] = i
 	}
-	data, err := slurmCmd(ctx, "squeue", "--noheader", "--array", "--jobs", strings.Join(jobs, ","), "--format", "%i|%T|%N")
+	data, err := slurmCmd(ctx, "squeue", "--noheader", "--array", "--states=all", "--jobs", strings.Join(jobs, ","), "--format", "%i|%T|%N")
 	if err != nil {
 		// squeue refuses job ids it no longer knows: all are done.
 		if strings.Contains(err.Error(), "Invalid job id") {
@@ -234,7 +245,7 @@ func AddQueue(ctx context.Context, st *Status) {
 	}
 	for i := range st.Units {
 		if t, ok := q[st.Units[i].Index]; ok {
-			st.Units[i].Slurm, st.Units[i].Node = t.State, t.Node
+			st.Units[i].Slurm, st.Units[i].Node, st.Units[i].Queued = t.State, t.Node, t.Active()
 		}
 	}
 }

@@ -40,6 +40,8 @@ type UnitStatus struct {
 	// "PENDING", …), when the sweep was submitted and the task is known.
 	Slurm string `json:"slurm,omitempty"`
 	Node  string `json:"node,omitempty"`
+	// Queued: Slurm still holds the unit's task (QueueTask.Active).
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Status is a sweep's state: each unit's, and the counts.
