@@ -190,3 +190,42 @@ func TestSlurmSweepCancelAndResume(t *testing.T) {
 	}
 	sameUnitFiles(t, dir, local)
 }
+
+// TestSlurmTimeLimitRequeues: a unit longer than its Slurm time limit gets
+// SIGTERM before the limit (--signal=B:TERM@120), saves a checkpoint,
+// requeues itself (Slurm does not requeue a time-out), and continues from
+// the checkpoint until it is done, with the metrics.jsonl of a run never
+// stopped.
+func TestSlurmTimeLimitRequeues(t *testing.T) {
+	needSlurm(t)
+	if testing.Short() {
+		t.Skip("about four minutes: the time limit is three")
+	}
+	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [rbf]\nseeds: [4]\niters: 60000\neval_tasks: 20\nslurm:\n  time: \"3\"\n")
+	dir := filepath.Join(t.TempDir(), "limit")
+	t.Cleanup(func() { exec.Command("scancel", "--name=mkbench-limit").Run() })
+	o, e, c := mkbench(t, "sweep", "run", file, "--out", dir, "--engine", "slurm", "--wait")
+	if c != 0 || !strings.Contains(o, "1 of 1 units done") {
+		t.Fatalf("sweep run --wait (exit %d): %s%s", c, o, e)
+	}
+	m, _ := sweep.Load(dir)
+	unit := filepath.Join(dir, m.Units[0].Dir)
+	s, _ := runfile.Read[sweep.Start](filepath.Join(unit, sweep.FileStarts))
+	if len(s) < 2 || s[1].Iter == 0 || s[1].Restart < 1 {
+		t.Errorf("starts %+v; want a requeued start from a later checkpoint", s)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, sweep.DirLogs, "*.out"))
+	var all strings.Builder
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		all.Write(b)
+	}
+	if !strings.Contains(all.String(), "requeued the job") {
+		t.Errorf("no self-requeue in the logs:\n%s", all.String())
+	}
+	local := filepath.Join(t.TempDir(), "local")
+	if o, e, c := mkbench(t, "sweep", "run", file, "--out", local, "--quiet"); c != 0 {
+		t.Fatalf("local sweep: %s%s", o, e)
+	}
+	sameUnitFiles(t, dir, local)
+}

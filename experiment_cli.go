@@ -172,10 +172,17 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		r.Progress = progressLines(stdout)
 		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
 	}
+	// The experiment is a sweep underneath: its training runs are units
+	// of a sweep in its directory, so sweep status, cancel and resume,
+	// and the workbench's sweep screen, work on it. With --engine they go
+	// to that engine first; the Runner then finds them finished and
+	// evaluates and draws as always. Without, the Runner trains them here
+	// one after another.
+	if code, ok := experimentSweep(r, *engineName, *slurmFile, stderr); !ok {
+		return code
+	}
 	if *engineName != "" {
-		// The training runs go to a sweep engine first; the Runner then
-		// finds them finished and evaluates and draws as always.
-		code, through := experimentUnits(r, *engineName, *slurmFile, *jobs, *wait, *quiet, stdout, stderr)
+		code, through := runUnits(r.Dir, *engineName, *jobs, *wait, false, *quiet, nil, stdout, stderr)
 		if !through {
 			if code == 0 {
 				fmt.Fprintf(stdout, "when the runs are through, draw the results with: mkbench experiment --resume %s\n", dir)
@@ -289,18 +296,22 @@ func cmdReport(args []string, stdout, stderr *os.File) int {
 	return 0
 }
 
-// experimentUnits hands the training runs of r's experiment to a sweep
-// engine, the experiment directory being the sweep's (see runUnits).
-func experimentUnits(r *experiments.Runner, engineName, slurmFile string, jobs int, wait, quiet bool, stdout, stderr *os.File) (int, bool) {
+// experimentSweep writes the sweep manifest of r's experiment: its
+// training runs as units, for engineName ("" is local). A versatility
+// experiment of a given --run has none and gets no manifest.
+func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr *os.File) (int, bool) {
 	runs, err := r.TrainingRuns()
 	if err != nil {
 		return fail(stderr, err), false
 	}
 	if len(runs) == 0 {
-		return 0, true // versatility of a given --run: nothing to train
+		return 0, true
 	}
 	if err := r.Prepare(); err != nil {
 		return fail(stderr, err), false
+	}
+	if engineName == "" {
+		engineName = "local"
 	}
 	m := sweep.Manifest{File: sweep.File{Presets: []string{r.Options.Preset}}, Units: sweep.ExperimentUnits(runs),
 		Data: absOrEmpty(r.Options.Data), Engine: engineName, Experiment: r.Options.Experiment}
@@ -316,12 +327,11 @@ func experimentUnits(r *experiments.Runner, engineName, slurmFile string, jobs i
 	if m.Binary, err = selfPath(); err != nil {
 		return fail(stderr, err), false
 	}
-	dir, err := filepath.Abs(r.Dir)
-	if err != nil {
+	if r.Dir, err = filepath.Abs(r.Dir); err != nil {
 		return fail(stderr, err), false
 	}
-	if err := sweep.Create(dir, m, nil); err != nil {
+	if err := sweep.Create(r.Dir, m, nil); err != nil {
 		return fail(stderr, err), false
 	}
-	return runUnits(dir, engineName, jobs, wait, false, quiet, nil, stdout, stderr)
+	return 0, true
 }

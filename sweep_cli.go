@@ -123,10 +123,25 @@ func cmdSweepPlan(file string, args []string, stdout, stderr *os.File) int {
 	var rows []planned
 	var total float64
 	unknown := 0
+	same := map[string]string{} // a unit's config → the first unit with it
+	var repeats []string
 	for _, u := range units {
 		r := planned{Unit: u}
 		p, cfg, err := u.Spec().Config()
 		if err == nil {
+			eff := cfg
+			if eff.Variant() == "rbf" {
+				eff.Bases = 0 // the RBF kernel draws no random features
+			}
+			key, _ := json.Marshal(struct {
+				P, V string
+				C    any
+			}{u.RecordedPreset(), u.Variant, eff})
+			if first, ok := same[string(key)]; ok {
+				repeats = append(repeats, u.Name+" = "+first)
+			} else {
+				same[string(key)] = u.Name
+			}
 			r.Iters = cfg.Iters
 			if ms, ok := presets.MsPerIter(p.Source, cfg); ok {
 				r.EstSecond = ms * float64(cfg.Iters) / 1000
@@ -162,6 +177,10 @@ func cmdSweepPlan(file string, args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stdout, "; %d units of families not measured are not counted", unknown)
 	}
 	fmt.Fprintf(stdout, "\nlocal engine here: %d units at a time (--jobs, default the %d cores)\n", cores, cores)
+	if len(repeats) > 0 {
+		fmt.Fprintf(stdout, "note: %d units train exactly the run of another (a variant that ignores a grid setting, as rbf ignores bases): %s\n",
+			len(repeats), strings.Join(repeats, "; "))
+	}
 	return 0
 }
 
@@ -174,7 +193,11 @@ func gridPoints(f sweep.File) int {
 }
 
 func formatSeconds(s float64) string {
-	return (time.Duration(s) * time.Second).Round(time.Second).String()
+	d := time.Duration(s * float64(time.Second))
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }
 
 // engineFlags adds --engine, --jobs and --wait.
@@ -318,13 +341,21 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 	if !quiet {
 		fmt.Fprintf(stdout, "local engine: %d units, %d at a time\n", len(todo), max(min(jobsOrCores(jobs), len(todo)), 1))
 	}
-	_, err = l.Run(ctx, todo)
+	unfinished, err := l.Run(ctx, todo)
 	if errors.Is(err, sweep.ErrInterrupted) {
 		fmt.Fprintf(stderr, "mkbench: sweep interrupted; units saved checkpoints; continue with: mkbench sweep resume %s\n", dir)
 		return 130, false
 	}
 	if err != nil {
 		return fail(stderr, err), false
+	}
+	if len(unfinished) > 0 {
+		why := "failed or were stopped"
+		if st, err := sweep.ReadStatus(dir); err == nil && st.Cancelled {
+			why = "were cancelled"
+		}
+		fmt.Fprintf(stderr, "mkbench: %d of %d units %s (see mkbench sweep status %s; continue with mkbench sweep resume %s)\n", len(unfinished), len(todo), why, dir, dir)
+		return 1, true
 	}
 	return 0, true
 }

@@ -206,3 +206,25 @@ func TestParseFileTooManyUnits(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+func TestSharedStorage(t *testing.T) {
+	out := "NodeName=n1 Arch=x86_64 NodeHostName=vm NodeAddr=127.0.0.1\nNodeName=n2 NodeHostName=vm.lab.org State=IDLE\n"
+	if o := otherHosts(out, "vm.lab.org"); len(o) != 0 {
+		t.Errorf("one machine's nodes: others %v", o)
+	}
+	out += "NodeName=n3 NodeHostName=gpu7 State=IDLE\nNodeName=n4 NodeHostName=gpu7\n"
+	o := otherHosts(out, "vm")
+	if len(o) != 1 || o[0] != "gpu7" {
+		t.Fatalf("others %v", o)
+	}
+	if err := sharedPaths(o, "/home/u/sweeps/a", ""); err != nil {
+		t.Error(err)
+	}
+	err := sharedPaths(o, "/home/u/sweeps/a", "/tmp/mkbench")
+	if err == nil || !strings.Contains(err.Error(), "/tmp/mkbench is under /tmp, which the cluster's other nodes (gpu7) do not see") {
+		t.Errorf("error %v", err)
+	}
+	if err := sharedPaths(nil, "/tmp/x"); err != nil {
+		t.Errorf("a one-machine cluster refused /tmp: %v", err)
+	}
+}

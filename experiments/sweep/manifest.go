@@ -101,10 +101,10 @@ func Create(dir string, m Manifest, source []byte) error {
 			return fmt.Errorf("sweep: %s holds a run, not a sweep; choose another --out", dir)
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(dir, DirUnits), 0o755); err != nil {
-		return fmt.Errorf("sweep: cannot create the sweep directory: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, DirLogs), 0o755); err != nil {
+	// units/ and logs/ are made by the workers and engines as they need
+	// them: an experiment's sweep keeps its units in runs/ and, run here
+	// one after another, writes no logs.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sweep: cannot create the sweep directory: %w", err)
 	}
 	if source != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,6 +107,11 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // returns its path.
 func WriteScript(m Manifest, dir string, indices []int) (string, error) {
 	path := filepath.Join(dir, FileScript)
+	// Slurm opens the tasks' output files there, and fails a task whose
+	// folder is missing.
+	if err := os.MkdirAll(filepath.Join(dir, DirLogs), 0o755); err != nil {
+		return "", err
+	}
 	return path, runfile.WriteAtomic(path, []byte(Script(m, dir, indices)), 0o755)
 }
 
@@ -147,13 +153,25 @@ func checkShared(ctx context.Context, paths ...string) error {
 		return fmt.Errorf("%w: %v", ErrNoSlurm, err)
 	}
 	host, _ := os.Hostname()
-	short, _, _ := strings.Cut(host, ".")
+	return sharedPaths(otherHosts(string(out), host), paths...)
+}
+
+// otherHosts lists the node host names in `scontrol show node --oneliner`
+// output that are not host (short names compared: vm is vm.lab.org).
+func otherHosts(out, host string) []string {
+	short := func(h string) string { s, _, _ := strings.Cut(h, "."); return s }
 	var others []string
-	for _, f := range strings.Fields(string(out)) {
-		if h, ok := strings.CutPrefix(f, "NodeHostName="); ok && h != host && h != short {
+	for _, f := range strings.Fields(out) {
+		if h, ok := strings.CutPrefix(f, "NodeHostName="); ok && short(h) != short(host) && !slices.Contains(others, h) {
 			others = append(others, h)
 		}
 	}
+	return others
+}
+
+// sharedPaths refuses a path under the temporary folder when there are
+// other hosts, which do not see this machine's.
+func sharedPaths(others []string, paths ...string) error {
 	if len(others) == 0 {
 		return nil
 	}
@@ -166,8 +184,10 @@ func checkShared(ctx context.Context, paths ...string) error {
 		if err != nil {
 			return err
 		}
-		if abs == tmp || strings.HasPrefix(abs, tmp+string(filepath.Separator)) || strings.HasPrefix(abs, "/tmp/") {
-			return fmt.Errorf("sweep: %s is under %s, which other nodes of the cluster (%s) do not see; put the sweep directory, the data and the mkbench binary on shared storage (your home or project folder)", p, tmp, others[0])
+		for _, t := range []string{tmp, "/tmp"} {
+			if abs == t || strings.HasPrefix(abs, t+string(filepath.Separator)) {
+				return fmt.Errorf("sweep: %s is under %s, which the cluster's other nodes (%s) do not see; put the sweep directory, the data and the mkbench binary on shared storage (your home or project folder)", p, t, strings.Join(others, ", "))
+			}
 		}
 	}
 	return nil

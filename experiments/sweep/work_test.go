@@ -2,8 +2,8 @@ package sweep
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
