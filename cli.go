@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui"
 )
@@ -30,6 +31,7 @@ Usage:
   mkbench                       open the workbench (terminal UI): pick a preset, watch it train
   mkbench tui [--preset NAME] [--iters N] [--seed S] [--set KEY=VALUE ...] [--data DIR]
                                 the workbench, optionally starting a preset at once
+  mkbench tui --sweep DIR       the workbench watching a sweep (its units here or on a cluster)
   mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
               [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
   mkbench run --resume DIR [--iters N] [--repair] [--data DIR]
@@ -374,6 +376,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
 	data := fs.String("data", "", dataHelp)
+	sweepDir := fs.String("sweep", "", "watch the sweep in DIR (mkbench sweep run --out DIR), wherever its units run")
 	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
 	if !ok {
@@ -389,10 +392,23 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 			return fail(stderr, err)
 		}
 	}
+	if *sweepDir != "" {
+		// Checked here, so a wrong directory is one line in the terminal
+		// rather than a prompt inside the workbench.
+		if *preset != "" {
+			return fail(stderr, errors.New("tui: --sweep watches a sweep; it cannot start a --preset too"))
+		}
+		if st, err := os.Stat(*sweepDir); err != nil || !st.IsDir() {
+			return fail(stderr, fmt.Errorf("tui: --sweep %s: no such directory (start a sweep with mkbench sweep run FILE --out %s)", *sweepDir, *sweepDir))
+		}
+		if _, err := sweep.Load(*sweepDir); err != nil {
+			return fail(stderr, err)
+		}
+	}
 	if why := noTerminal(os.Stdin, stdout); why != "" {
 		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov}, stdout); err != nil {
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov, Sweep: *sweepDir}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

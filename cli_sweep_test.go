@@ -49,7 +49,7 @@ func sameUnitFiles(t *testing.T, a, b string) {
 	}
 }
 
-func readJSONFile(t *testing.T, path string, v any) {
+func readJSONFile(t testing.TB, path string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -31,6 +31,9 @@ type Options struct {
 	// Interval is the shortest time between redraws for new data; 0 is
 	// session.DefaultInterval.
 	Interval time.Duration
+	// Sweep opens the workbench on the sweep screen watching this sweep
+	// directory instead of the picker; leaving that screen quits.
+	Sweep string
 }
 
 // screen is the root model's state: which screen shows.
@@ -40,6 +43,7 @@ const (
 	screenPicker screen = iota
 	screenDashboard
 	screenExperiments
+	screenSweep
 )
 
 // Model is the root bubbletea model. It owns the session and the
@@ -55,6 +59,7 @@ type Model struct {
 	picker   *picker
 	dash     *dashboard // nil until a preset is picked
 	exp      *expScreen
+	sweep    *sweepScreen
 	help     *helpOverlay
 	sess     *session.Session
 	exps     *expRegistry
@@ -84,8 +89,17 @@ func New(opts Options) Model {
 	}
 	sess.Overrides = opts.runOverrides()
 	reg := &expRegistry{}
-	return Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All()),
-		exp: newExpScreen(t, opts, reg), help: newHelpOverlay(t), sess: sess, exps: reg}
+	root := opts.Root
+	if root == "" {
+		root = presets.RunsRoot()
+	}
+	m := Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All()),
+		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), help: newHelpOverlay(t), sess: sess, exps: reg}
+	if opts.Sweep != "" {
+		m.screen, m.sweep.direct = screenSweep, true
+		m.sweep.watch(opts.Sweep) // Init reads it
+	}
+	return m
 }
 
 // runOverrides are the overrides of every run: Options.Overrides with the
@@ -107,8 +121,12 @@ func (m Model) Session() *session.Session { return m.sess }
 // Experiments are the experiments started from the workbench.
 func (m Model) Experiments() []*expWorker { return m.exps.Workers() }
 
-// Init starts the preset given in the options, if any.
+// Init starts the preset given in the options, if any, or reads the
+// sweep.
 func (m Model) Init() tea.Cmd {
+	if m.opts.Sweep != "" {
+		return m.sweep.Init()
+	}
 	if m.opts.Preset == "" {
 		return nil
 	}
@@ -121,7 +139,7 @@ func (m Model) Init() tea.Cmd {
 
 // components are the components that exist.
 func (m Model) components() []component {
-	cs := []component{m.picker, m.exp, m.help}
+	cs := []component{m.picker, m.exp, m.sweep, m.help}
 	if m.dash != nil {
 		cs = append(cs, m.dash)
 	}
@@ -135,6 +153,8 @@ func (m Model) current() component {
 		return m.dash
 	case screenExperiments:
 		return m.exp
+	case screenSweep:
+		return m.sweep
 	}
 	return m.picker
 }
@@ -206,8 +226,19 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 		_, cmd := m.exp.Update(msg) // every other key is text for the field
 		return m, cmd
+	case m.screen == screenSweep && m.sweep.capturing() && !m.help.open:
+		switch msg.String() {
+		case "ctrl+c": // q is text here
+			return m.quit()
+		case "esc":
+			return m.leaveSweep()
+		}
+		_, cmd := m.sweep.Update(msg) // the directory's text
+		return m, cmd
 	}
 	switch {
+	case m.screen == screenSweep && key.Matches(msg, m.sweep.keys.Back) && !(m.help.open && msg.String() == "esc"):
+		return m.leaveSweep() // q too: the sweep runs elsewhere, nothing here to stop
 	case key.Matches(msg, m.keys.Quit):
 		return m.quit()
 	case !m.help.open && key.Matches(msg, m.keys.Help):
@@ -224,6 +255,9 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			preset = p.Name
 		}
 		return m.openExperiments(preset), nil
+	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Sweep):
+		m.screen = screenSweep
+		return m, m.sweep.choose()
 	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Experiments):
 		return m.openExperiments(m.dash.preset.Name), nil
 	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
@@ -249,6 +283,17 @@ func (m Model) leaveExperiments() Model {
 		m.dash.render()
 	}
 	return m
+}
+
+// leaveSweep goes back from the sweep screen to the picker, or quits a
+// workbench opened on the sweep.
+func (m Model) leaveSweep() (tea.Model, tea.Cmd) {
+	if m.sweep.direct {
+		return m.quit()
+	}
+	m.sweep.close()
+	m.screen, m.help.open = screenPicker, false
+	return m, nil
 }
 
 // allEnded reports whether no run and no experiment is left working.

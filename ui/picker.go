@@ -22,6 +22,8 @@ type pickerKeys struct {
 	Start, Filter, Up, Down key.Binding
 	// Experiments opens the experiments screen with the selected preset.
 	Experiments key.Binding
+	// Sweep opens the sweep screen, which asks for the directory.
+	Sweep key.Binding
 }
 
 func newPickerKeys() pickerKeys {
@@ -32,6 +34,7 @@ func newPickerKeys() pickerKeys {
 		Up:          bind("↑/k", "up", "up", "k"),
 		Down:        bind("↓/j", "down", "down", "j"),
 		Experiments: bind("x", "experiments (ablation, shots, …)", "x", "X"),
+		Sweep:       bind("w", "watch a sweep directory (mkbench sweep run)", "w"),
 	}
 }
 
@@ -126,12 +129,12 @@ func (p *picker) View() string {
 // ShortHelp is the footer.
 func (p *picker) ShortHelp() []key.Binding {
 	k := p.keys
-	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
+	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Sweep, "sweep"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
 }
 
 func (p *picker) FullHelp() [][]key.Binding { return fullHelp(p.HelpGroups()) }
 
 func (p *picker) HelpGroups() []helpGroup {
 	k := p.keys
-	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
+	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Sweep, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
 }

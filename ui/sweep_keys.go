@@ -1,0 +1,164 @@
+package ui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// sweepKeys are the sweep screen's keys. The picker's w opens it.
+type sweepKeys struct {
+	globalKeys
+	// Choosing the directory.
+	Watch, Pick key.Binding
+	// The unit table.
+	Up, Down, PageUp, PageDown, Home, End, Mark, MarkAll key.Binding
+	// The view.
+	Results, LogY, EMA key.Binding
+	// Back goes to the picker, or quits a workbench opened on the sweep
+	// (mkbench tui --sweep): q too, since nothing runs here to stop.
+	Back, ForceQuit key.Binding
+}
+
+func newSweepKeys() sweepKeys {
+	return sweepKeys{
+		globalKeys: newGlobalKeys(),
+		Watch:      bind("enter", "watch the directory", "enter"),
+		Pick:       bind("↑/↓", "pick a sweep found under the runs root", "up", "down"),
+		Up:         bind("↑/k", "previous unit", "up", "k"),
+		Down:       bind("↓/j", "next unit", "down", "j"),
+		PageUp:     bind("pgup", "a page of units up", "pgup"),
+		PageDown:   bind("pgdn", "a page of units down", "pgdown"),
+		Home:       bind("home/g", "first unit", "home", "g"),
+		End:        bind("end/G", "last unit", "end", "G"),
+		Mark:       bind("space", "mark / unmark the unit: its curve is drawn", " "),
+		MarkAll:    bind("a", "mark every unit / none", "a"),
+		Results:    bind("r", "results table: show / hide (small: instead of the curves)", "r"),
+		LogY:       bind("l", "log-scale y axis", "l"),
+		EMA:        bind("m", "EMA-smooth the curves", "m"),
+		Back:       bind("q/esc", "back to the presets", "q", "esc"),
+		ForceQuit:  bind("ctrl+c", "quit", "ctrl+c"),
+	}
+}
+
+// back is Back as the screen's help names it: quit when there is no
+// picker to go back to.
+func (k sweepKeys) back(direct bool) key.Binding {
+	if direct {
+		return short(k.Back, "quit")
+	}
+	return k.Back
+}
+
+// groups are the screen's page of the help overlay.
+func (k sweepKeys) groups(choosing, direct bool) []helpGroup {
+	general := helpGroup{"General", []key.Binding{k.back(direct), k.ForceQuit, k.Help}}
+	if choosing {
+		return []helpGroup{{"Sweep directory", []key.Binding{k.Watch, k.Pick}}, general}
+	}
+	return []helpGroup{
+		{"Units", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End, k.Mark, k.MarkAll}},
+		{"View", []key.Binding{k.Results, k.LogY, k.EMA}},
+		general,
+	}
+}
+
+// footer is the screen's last line. While a directory is typed, q is
+// text: esc alone goes back.
+func (k sweepKeys) footer(choosing, direct bool) []key.Binding {
+	desc := "back"
+	if direct {
+		desc = "quit"
+	}
+	if choosing {
+		return []key.Binding{short(k.Watch, "watch"), short(k.Pick, "pick"), bind("esc", desc, "esc")}
+	}
+	return []key.Binding{short(k.Mark, "mark"), short(k.MarkAll, "all/none"), short(k.Results, "results"),
+		short(k.LogY, "log y"), short(k.EMA, "EMA"), k.Help, short(k.Back, desc)}
+}
+
+// key answers a key while the screen shows (the root has taken the keys
+// that leave it).
+func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
+	k := s.keys
+	if s.stage == sweepChoose {
+		switch {
+		case key.Matches(msg, k.Watch):
+			return s.watch(strings.TrimSpace(s.input.Value()))
+		case key.Matches(msg, k.Pick) && len(s.found) > 0:
+			if msg.String() == "up" {
+				s.pick = max(s.pick-1, 0)
+			} else {
+				s.pick = min(s.pick+1, len(s.found)-1)
+			}
+			s.input.SetValue(s.found[s.pick].dir)
+			s.input.CursorEnd()
+			s.chooseErr = ""
+			return nil
+		}
+		var cmd tea.Cmd
+		s.input, cmd = s.input.Update(msg)
+		return cmd
+	}
+	n := 0
+	if s.st != nil {
+		n = len(s.st.Units)
+	}
+	page := max(s.tableRows()-1, 1)
+	switch {
+	case key.Matches(msg, k.Up):
+		s.cursor--
+	case key.Matches(msg, k.Down):
+		s.cursor++
+	case key.Matches(msg, k.PageUp):
+		s.cursor -= page
+	case key.Matches(msg, k.PageDown):
+		s.cursor += page
+	case key.Matches(msg, k.Home):
+		s.cursor = 0
+	case key.Matches(msg, k.End):
+		s.cursor = n - 1
+	case key.Matches(msg, k.Mark) && n > 0:
+		s.toggleMark(s.st.Units[s.cursor].Index)
+	case key.Matches(msg, k.MarkAll) && n > 0:
+		if len(s.marks) == n {
+			s.marks = map[int]int{}
+		} else {
+			for _, u := range s.st.Units {
+				if _, ok := s.marks[u.Index]; !ok {
+					s.toggleMark(u.Index)
+				}
+			}
+		}
+	case key.Matches(msg, k.Results):
+		s.alt = !s.alt
+	case key.Matches(msg, k.LogY):
+		s.logY = !s.logY
+	case key.Matches(msg, k.EMA):
+		s.ema = !s.ema
+	default:
+		return nil
+	}
+	s.cursor = max(min(s.cursor, n-1), 0)
+	s.dirty = true
+	return nil
+}
+
+// toggleMark marks unit i with the lowest colour slot free, or unmarks
+// it: a unit keeps its colour while it stays marked.
+func (s *sweepScreen) toggleMark(i int) {
+	if _, ok := s.marks[i]; ok {
+		delete(s.marks, i)
+		return
+	}
+	used := map[int]bool{}
+	for _, c := range s.marks {
+		used[c] = true
+	}
+	c := 0
+	for used[c] {
+		c++
+	}
+	s.marks[i] = c
+}
