@@ -313,14 +313,18 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		}
 		todo = append(todo, u.Index)
 	}
+	ctx, cancel := stopContext()
+	defer cancel()
 	if len(todo) == 0 && !dry {
 		if !quiet {
 			fmt.Fprintln(stdout, "every unit is finished or running elsewhere")
 		}
+		if engineName == "slurm" && wait {
+			// Still followed: units of an earlier submission may be queued.
+			return followSlurm(ctx, dir, quiet, stdout, stderr)
+		}
 		return 0, true
 	}
-	ctx, cancel := stopContext()
-	defer cancel()
 	if engineName == "slurm" {
 		return runSlurm(ctx, dir, todo, wait, dry, quiet, stdout, stderr)
 	}
@@ -393,9 +397,14 @@ func runSlurm(ctx context.Context, dir string, todo []int, wait, dry, quiet bool
 		fmt.Fprintf(stdout, "follow it with: mkbench sweep status %s (or mkbench tui --sweep %s); results: mkbench report %s\n", dir, dir, dir)
 		return 0, false
 	}
+	return followSlurm(ctx, dir, quiet, stdout, stderr)
+}
+
+// followSlurm follows a submitted sweep to its end (see runUnits).
+func followSlurm(ctx context.Context, dir string, quiet bool, stdout, stderr *os.File) (int, bool) {
 	st, err := follow(ctx, dir, quiet, stdout)
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "mkbench: stopped waiting; the job array %s goes on (cancel it with mkbench sweep cancel %s)\n", sub.Job, dir)
+		fmt.Fprintf(stderr, "mkbench: stopped waiting; the sweep's Slurm jobs go on (cancel them with mkbench sweep cancel %s)\n", dir)
 		return 130, false
 	}
 	if err != nil {
