@@ -29,11 +29,7 @@ type job struct {
 // Plan returns the run directories an experiment will use, in order,
 // after checking its options; nothing is written.
 func (r *Runner) Plan() ([]string, error) {
-	o, p, err := r.Options.Normalize(r.baselineNames())
-	if err != nil {
-		return nil, err
-	}
-	jobs, _, err := r.plan(o, p)
+	jobs, _, err := r.jobs()
 	if err != nil {
 		return nil, err
 	}
@@ -61,11 +57,7 @@ type TrainingRun struct {
 // after checking its options; nothing is written. A versatility
 // experiment given a trained run (--run) has none.
 func (r *Runner) TrainingRuns() ([]TrainingRun, error) {
-	o, p, err := r.Options.Normalize(r.baselineNames())
-	if err != nil {
-		return nil, err
-	}
-	jobs, _, err := r.plan(o, p)
+	jobs, o, err := r.jobs()
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +86,16 @@ func (r *Runner) Prepare() error {
 	}
 	defer lock.Release()
 	return r.prepare(o)
+}
+
+// jobs normalizes the options and plans the jobs, writing nothing.
+func (r *Runner) jobs() ([]job, Options, error) {
+	o, p, err := r.Options.Normalize(r.baselineNames())
+	if err != nil {
+		return nil, o, err
+	}
+	jobs, _, err := r.plan(o, p)
+	return jobs, o, err
 }
 
 // runName is a run directory name: "+" written as "_" so it needs no

@@ -86,16 +86,12 @@ var ownKeys = map[string]string{"seed": "seeds", "iters": "iters", "eval_tasks":
 // the key and its line (a *LineError).
 func ParseFile(name string, data []byte, baselines []string) (File, error) {
 	var f File
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return f, fmt.Errorf("%w: %s: not YAML: %v", ErrSweepFile, name, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if len(doc.Content) == 0 {
-		return f, fmt.Errorf("%w: %s is empty; a sweep file needs at least presets: [NAME]", ErrSweepFile, name)
+	root, err := parseYAML(name, data, "a sweep file needs at least presets: [NAME]")
+	if err != nil {
+		return f, err
 	}
 	p := parser{file: name, baselines: baselines}
-	root := doc.Content[0]
-	err := p.mapping(root, "the sweep file", topKeys, func(key string, k, v *yaml.Node) error {
+	err = p.mapping(root, "the sweep file", topKeys, func(key string, k, v *yaml.Node) error {
 		switch key {
 		case "presets":
 			return p.presets(v, &f)
@@ -417,16 +413,26 @@ func isWordByte(b byte) bool {
 // ParseFile's.
 func ParseSlurm(name string, data []byte) (Slurm, error) {
 	var s Slurm
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return s, fmt.Errorf("%w: %s: not YAML: %v", ErrSweepFile, name, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if len(doc.Content) == 0 {
-		return s, fmt.Errorf("%w: %s is empty; it needs a slurm: section", ErrSweepFile, name)
+	root, err := parseYAML(name, data, "it needs a slurm: section")
+	if err != nil {
+		return s, err
 	}
 	p := parser{file: name}
-	err := p.mapping(doc.Content[0], name, []string{"slurm"}, func(_ string, _, v *yaml.Node) error {
+	err = p.mapping(root, name, []string{"slurm"}, func(_ string, _, v *yaml.Node) error {
 		return p.slurm(v, &s)
 	})
 	return s, err
+}
+
+// parseYAML parses data into its root node; empty says what an empty
+// file lacks.
+func parseYAML(name string, data []byte, empty string) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: not YAML: %v", ErrSweepFile, name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%w: %s is empty; %s", ErrSweepFile, name, empty)
+	}
+	return doc.Content[0], nil
 }
