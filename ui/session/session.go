@@ -260,6 +260,18 @@ func (s *Session) Wait(timeout time.Duration) bool {
 		case <-deadline:
 			return false
 		}
+		// done is closed just before the outcome is recorded (so that a
+		// reader of Ended may Resume at once); ended means recorded too.
+		for {
+			if _, ended := r.Outcome(); ended {
+				break
+			}
+			select {
+			case <-deadline:
+				return false
+			case <-time.After(time.Millisecond):
+			}
+		}
 	}
 	return true
 }
