@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
@@ -240,9 +241,11 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
 	fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
 	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
+	fs.Int("image-size", 0, "image presets: the side images are resized to (--set image_size; default: the preset's, 84 for folder presets)")
+	fs.Int("channels", 0, "image presets: 1 (grey) or 3 (RGB) (--set channels; folder presets: default read from the first image)")
 	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
 	sets := setFlag(fs)
-	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks")
+	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels")
 	if !ok {
 		return code
 	}
@@ -258,7 +261,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
 	}
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set"} {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
 			}
@@ -294,8 +297,11 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
 		}
-		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks")
+		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels")
 		if err != nil {
+			return fail(stderr, err)
+		}
+		if err := folderChannels(*preset, *data, ov); err != nil {
 			return fail(stderr, err)
 		}
 		p, c, err := presets.CheckedConfig(presets.Spec{Preset: *preset, Variant: *variant, Overrides: ov})
@@ -351,6 +357,57 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	fmt.Fprintf(stdout, "done: %d iterations in %.1fs (%.2f ms/iter); eval %s\n", res.Iters, res.TrainSeconds, res.MsPerIter, res.Eval)
 	fmt.Fprintf(stdout, "files: %s\n", dir)
 	return 0
+}
+
+// folderSources are the episodes of a folder of images as the model of a
+// run of family reads them — its size, channels and pixel convention, and
+// its family's name — for a cross-domain evaluation (eval --folder).
+func folderSources(dir, split, family string, c engine.Config) (presets.Sources, error) {
+	if split != "all" && split != "test" {
+		return presets.Sources{}, fmt.Errorf("eval: --split %q: want all or test", split)
+	}
+	if !c.Classify() || c.Conv == nil {
+		return presets.Sources{}, fmt.Errorf("eval: --folder needs an image model (a convolutional ψ); this is a %s run", family)
+	}
+	if c.Conv.Height != c.Conv.Width {
+		return presets.Sources{}, fmt.Errorf("eval: the model takes %d×%d images; --folder reads square ones", c.Conv.Height, c.Conv.Width)
+	}
+	set, err := datasets.LoadFolder(dir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: c.Conv.Height}, SplitSeed: 1})
+	if err != nil {
+		return presets.Sources{}, err
+	}
+	cs, err := set.Split(split)
+	if err != nil {
+		return presets.Sources{}, fmt.Errorf("eval: %s has no %s classes (%v); use --split all", dir, split, err)
+	}
+	mode := datasets.PixelMode{Channels: c.Conv.Channels, Ink: family == "omniglot", Signed: family == "metadataset"}
+	conv, err := datasets.Convert(cs, mode, family)
+	if err != nil {
+		return presets.Sources{}, err
+	}
+	ep, err := datasets.NewClassEpisodes(conv, c.Way, c.Shot, c.EvalQuery)
+	if err != nil {
+		return presets.Sources{}, fmt.Errorf("eval: %s: %w (choose --way, --shot or --query to fit)", dir, err)
+	}
+	return presets.Sources{Train: ep, Test: ep}, nil
+}
+
+// folderChannels sets the channels of a folder preset's run from the
+// first image of its folder, unless they were given.
+func folderChannels(preset, data string, ov presets.Overrides) error {
+	p, err := presets.Get(preset)
+	if err != nil || p.Source != "folder" || data == "" {
+		return nil // the preset's own error, or NewSources's, comes later
+	}
+	if _, given := ov["channels"]; given {
+		return nil
+	}
+	n, err := datasets.FolderChannels(data)
+	if err != nil {
+		return err
+	}
+	ov["channels"] = n
+	return nil
 }
 
 // stopContext is cancelled by Ctrl-C, SIGTERM and SIGHUP (a closed
@@ -450,6 +507,8 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
 	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
+	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
+	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
 	set, code, ok := parseArgs(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -502,7 +561,15 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query"}); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
-	srcs, err := presets.NewSources(ck.Source, *c, *data)
+	if set["split"] && !set["folder"] {
+		return fail(stderr, errors.New("eval: --split applies to --folder DIR"))
+	}
+	var srcs presets.Sources
+	if *folder != "" {
+		srcs, err = folderSources(*folder, *split, ck.Source, *c)
+	} else {
+		srcs, err = presets.NewSources(ck.Source, *c, *data)
+	}
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -529,6 +596,10 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d, %s checkpoint)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter, which)
+	if *folder != "" {
+		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
+		return 0
+	}
 	var sum engine.Summary
 	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && !set["way"] && !set["shot"] && !set["query"] && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {

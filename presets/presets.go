@@ -123,6 +123,8 @@ var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), o
 	image("domainnet-5w1s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 1, 150000),
 	image("domainnet-5w5s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 5, 150000),
 	embeddings(5, 1), embeddings(5, 5),
+	image("folder-5w1s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 1, 20000),
+	image("folder-5w5s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 5, 20000),
 }
 
 // domainNetCap bounds the images read per DomainNet category (decoded in
@@ -224,6 +226,49 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			}
 			return datasets.LoadEmbeddings(path, split, datasets.EmbeddingOptions{})
 		})
+	case "folder":
+		if dataDir == "" {
+			return Sources{}, errors.New("the folder presets read your own images: give --data DIR, DIR holding one folder of images per class (or train/, val/ and test/ folders of them)")
+		}
+		c := cfg.Conv
+		if c == nil || c.Height != c.Width {
+			return Sources{}, errors.New("the folder family needs a square convolutional input (set image_size)")
+		}
+		set, err := datasets.LoadFolder(dataDir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: c.Height}, SplitSeed: 1})
+		if errors.Is(err, datasets.ErrNoFolder) {
+			return Sources{}, fmt.Errorf("%w; point --data at a folder holding one folder of images per class", err)
+		}
+		if err != nil {
+			return Sources{}, err
+		}
+		mode := datasets.PixelMode{Channels: c.Channels}
+		var s Sources
+		for _, sp := range []struct {
+			name  string
+			query int
+			dst   *task.Source
+		}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
+			cs, err := set.Split(sp.name)
+			if err != nil && sp.name == "val" {
+				continue // a folder without validation classes trains without validation
+			}
+			if err != nil {
+				return Sources{}, fmt.Errorf("%s has no %s classes: give it more classes, or train/ and test/ folders", dataDir, sp.name)
+			}
+			conv, err := datasets.Convert(cs, mode, "")
+			if err != nil {
+				return Sources{}, err
+			}
+			ep, err := datasets.NewClassEpisodes(conv, cfg.Way, cfg.Shot, sp.query)
+			if err != nil && sp.name == "val" {
+				continue
+			}
+			if err != nil {
+				return Sources{}, fmt.Errorf("%s: %w (give the folder more classes or images, or lower way, shot or query)", dataDir, err)
+			}
+			*sp.dst = ep
+		}
+		return s, nil
 	case "domainnet":
 		if dataDir == "" {
 			dataDir = datasets.DefaultDomainNetDir()

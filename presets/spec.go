@@ -108,6 +108,7 @@ func always(*engine.Config) bool        { return true }
 func classifies(c *engine.Config) bool  { return c.Classify() }
 func hasFlows(c *engine.Config) bool    { return c.FlowLayers > 0 }
 func hasMLPEmbed(c *engine.Config) bool { return c.Conv == nil }
+func usesConv(c *engine.Config) bool    { return c.Conv != nil }
 
 func intField(f func(c *engine.Config) *int) func(*engine.Config, any) {
 	return func(c *engine.Config, v any) { *f(c) = v.(int) }
@@ -144,6 +145,8 @@ var overrides = []override{
 	{"infer_hidden", KindInt, "width of the inference network and the LSTM", always, intField(func(c *engine.Config) *int { return &c.InferHidden })},
 	{"infer_layers", KindInt, "layers of the inference network", always, intField(func(c *engine.Config) *int { return &c.InferLayers })},
 	{"prior_hidden", KindInt, "width of the prior network", always, intField(func(c *engine.Config) *int { return &c.PriorHidden })},
+	{"image_size", KindInt, "height and width images are resized to (the input of ψ)", usesConv, func(c *engine.Config, v any) { c.Conv.Height, c.Conv.Width = v.(int), v.(int) }},
+	{"channels", KindInt, "image channels: 1 (grey) or 3 (RGB)", usesConv, func(c *engine.Config, v any) { c.Conv.Channels = v.(int) }},
 	{"conv_filters", KindInt, "filters of each convolutional block of ψ", func(c *engine.Config) bool { return c.Conv != nil }, func(c *engine.Config, v any) { c.Conv.Filters = v.(int) }},
 	{"embed_hidden", KindIntList, "widths of the MLP feature extractor ψ", hasMLPEmbed, func(c *engine.Config, v any) { c.EmbedHidden = slices.Clone(v.([]int)) }},
 	{"log_every", KindInt, "iterations per metrics row", always, intField(func(c *engine.Config) *int { return &c.LogEvery })},
