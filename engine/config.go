@@ -55,8 +55,14 @@ type Config struct {
 	// Conv, when set, makes ψ the convolutional network of the paper's
 	// classification tables (Conv-4 on Omniglot) instead of the MLP; d is
 	// then its output width.
-	Conv        *ConvSpec `json:"conv,omitempty"`
-	InferHidden int       `json:"infer_hidden"` // width of the inference MLP and the LSTM
+	Conv *ConvSpec `json:"conv,omitempty"`
+	// Sources and TestSources name the data set's sources a run trains
+	// and is tested on, where a family has several (Meta-Dataset): empty
+	// is the family's default. Recorded so a resumed or re-evaluated run
+	// reads the same ones.
+	Sources     []string `json:"sources,omitempty"`
+	TestSources []string `json:"test_sources,omitempty"`
+	InferHidden int      `json:"infer_hidden"` // width of the inference MLP and the LSTM
 	// InferLayers is the number of fully connected ELU layers of the
 	// inference network: 2 in the paper's regression table, 3 in its
 	// classification tables; 0 means 2.

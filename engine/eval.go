@@ -48,6 +48,31 @@ func (m *Model) EvaluateOn(src task.Source, tasks, query, samples int, seed uint
 	return m.evaluate(src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
 }
 
+// EvaluateSources evaluates on each named source (tasks episodes each,
+// the same task and noise streams as EvaluateOn) and returns their mean —
+// the mean of the sources' means, its 95% interval √(Σ ci²)/n, as the
+// Meta-Dataset table averages its rows — and each source's result.
+func (m *Model) EvaluateSources(srcs []NamedSource, tasks, query, samples int, seed uint64) (EvalResult, map[string]*EvalResult, error) {
+	by := make(map[string]*EvalResult, len(srcs))
+	var mean EvalResult
+	var ci2 float64
+	for _, s := range srcs {
+		ev, err := m.EvaluateOn(s.Source, tasks, query, samples, seed)
+		if err != nil {
+			return EvalResult{}, nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		by[s.Name] = &ev
+		mean.Metric, mean.Query, mean.Draws = ev.Metric, ev.Query, ev.Draws
+		mean.Mean += ev.Mean / float64(len(srcs))
+		mean.Tasks += ev.Tasks
+		ci2 += ev.CI95 * ev.CI95
+	}
+	if len(srcs) > 0 {
+		mean.CI95 = math.Sqrt(ci2) / float64(len(srcs))
+	}
+	return mean, by, nil
+}
+
 // evaluate is Evaluate on tasks from src, with tasks and noise from the
 // given random streams.
 func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {

@@ -53,6 +53,16 @@ type RunOptions struct {
 	// validation split); Test, when set, is what the final evaluation draws
 	// its tasks from (the test split) instead of the training source.
 	Val, Test task.Source
+	// TestBySource, when set, replaces Test with one test source per data
+	// source (Meta-Dataset): each is evaluated on cfg.EvalTasks episodes,
+	// summary.json's eval_by_source holds each, and its eval their mean.
+	TestBySource []NamedSource
+}
+
+// NamedSource is a task source with the name a results table shows.
+type NamedSource struct {
+	Name string
+	task.Source
 }
 
 // Result is what a finished or interrupted run produced.

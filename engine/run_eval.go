@@ -47,7 +47,14 @@ func (r *run) evaluation(l *Loop, e Ending) error {
 			which = "best"
 		}
 	}
-	ev, err := r.m.evaluate(src, streamEvalTasks, streamEvalNoise, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	var ev EvalResult
+	var err error
+	var bySource map[string]*EvalResult
+	if len(r.opts.TestBySource) > 0 {
+		ev, bySource, err = r.m.EvaluateSources(r.opts.TestBySource, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	} else {
+		ev, err = r.m.evaluate(src, streamEvalTasks, streamEvalNoise, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	}
 	if err != nil {
 		r.res.Interrupted = l.Context().Err() != nil
 		return err
@@ -55,6 +62,7 @@ func (r *run) evaluation(l *Loop, e Ending) error {
 	r.res.Eval = &ev
 	if r.opts.Dir != "" {
 		sum := r.summary(l, &ev, which, time.Since(e0))
+		sum.EvalBySource = bySource
 		if err := runfile.WriteJSON(filepath.Join(r.opts.Dir, FileSummary), sum, runfile.Private); err != nil {
 			return err
 		}

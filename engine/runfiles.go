@@ -102,12 +102,15 @@ type Summary struct {
 	EvalCheckpoint string      `json:"eval_checkpoint"`
 	BestIter       int         `json:"best_iter,omitempty"`
 	BestVal        *EvalResult `json:"best_val,omitempty"`
-	Params         int         `json:"params"`
-	Final          MetricsRow  `json:"final"`
-	GOMAXPROCS     int         `json:"gomaxprocs"`
-	GoVersion      string      `json:"go_version"`
-	Finished       time.Time   `json:"finished"`
-	Config         Config      `json:"config"`
+	// EvalBySource is each test source's evaluation when the run was
+	// tested on several (Meta-Dataset); Eval is then their mean.
+	EvalBySource map[string]*EvalResult `json:"eval_by_source,omitempty"`
+	Params       int                    `json:"params"`
+	Final        MetricsRow             `json:"final"`
+	GOMAXPROCS   int                    `json:"gomaxprocs"`
+	GoVersion    string                 `json:"go_version"`
+	Finished     time.Time              `json:"finished"`
+	Config       Config                 `json:"config"`
 }
 
 // prepareRunDir creates dir for a run started from iteration 0 and

@@ -1,0 +1,223 @@
+package datasets
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mkbench/mkbench/datasets/tfrecord"
+	"github.com/mkbench/mkbench/engine/task"
+)
+
+// ErrNoMetaDataset is wrapped by the errors for a missing Meta-Dataset
+// folder or source.
+var ErrNoMetaDataset = errors.New("datasets: Meta-Dataset records not found")
+
+// MetaDatasetSide is the image side of the paper's Meta-Dataset setting.
+const MetaDatasetSide = 84
+
+// DefaultMetaDatasetDir is where mkbench looks for the converted records
+// when no folder is named (see defaultDataDir).
+func DefaultMetaDatasetDir() string { return defaultDataDir("metadataset") }
+
+// MDSource is one Meta-Dataset source read from its records: its spec and
+// its images, decoded to RGB at one side, classes in class-id order.
+type MDSource struct {
+	Spec *MDSpec
+	set  *ImageSet
+}
+
+// Set is the source's decoded images.
+func (s *MDSource) Set() *ImageSet { return s.set }
+
+// Split is the source's classes of split ("train", "val"/"valid",
+// "test") as a model reads Meta-Dataset images: RGB in [−1, 1], the
+// reference's 2·(x/255 − 0.5).
+func (s *MDSource) Split(split string) (*Converted, error) {
+	ids := s.Spec.Classes(split)
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("datasets: Meta-Dataset source %s has no %s classes", s.Spec.Name, split)
+	}
+	cs := &ImageClasses{name: s.Spec.Name + "/" + split, set: s.set, classes: slices.Clone(ids)}
+	return Convert(cs, PixelMode{Channels: 3, Signed: true}, "metadataset")
+}
+
+// MetaDatasetSources lists the sources under dir: its folders holding a
+// dataset_spec.json, sorted.
+func MetaDatasetSources(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v (want DIR/<source>/dataset_spec.json and DIR/<source>/<class id>.tfrecords)", ErrNoMetaDataset, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), MDSpecFile)); err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s has no source folders with a %s", ErrNoMetaDataset, dir, MDSpecFile)
+	}
+	return out, nil
+}
+
+// LoadMetaDatasetSource reads source name under dir: its spec, and every
+// record of every class, each image decoded and area-resized to side. A
+// class file the spec names and the folder lacks, a record whose CRC or
+// framing is damaged, a record whose label is not its class, and an image
+// that cannot be decoded are each one error naming the file and the
+// record. The decoded images are cached like the other colour sets.
+//
+// The encoded records of the source are read into memory before
+// decoding: fine for the smaller sources and fixtures; ILSVRC's 1.28 M
+// images are not supported this way.
+func LoadMetaDatasetSource(dir, name string, side int, opts ImageOptions) (*MDSource, error) {
+	start := time.Now()
+	if side < 1 || side > 1024 {
+		return nil, fmt.Errorf("datasets: image size %d, want 1 to 1024", side)
+	}
+	spec, err := LoadMetaDatasetSpec(filepath.Join(dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has no source %s (%v)", ErrNoMetaDataset, dir, name, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if missing := spec.MissingFiles(); len(missing) > 0 {
+		return nil, fmt.Errorf("datasets: %s: the spec names %s, which does not exist (%d class files missing)", filepath.Join(dir, name, MDSpecFile), missing[0], len(missing))
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "mkbench metadataset v%d %d %s\n", imageCacheVersion, side, name)
+	var classes []ImageClass
+	var files []drawingFile
+	for id := 0; id < spec.NumClasses(); id++ {
+		var n int
+		for _, f := range spec.ClassFiles(id) {
+			recs, err := readClassRecords(f, id)
+			if err != nil {
+				return nil, err
+			}
+			fi, err := os.Stat(f)
+			if err != nil {
+				return nil, err
+			}
+			h.Write([]byte(filepath.Base(f)))
+			hashFileState(h, fi.Size(), fi.ModTime().UnixNano())
+			for i, img := range recs {
+				files = append(files, drawingFile{label: fmt.Sprintf("%s record %d", f, i), read: func() ([]byte, error) { return img, nil }})
+			}
+			n += len(recs)
+		}
+		if want := spec.Images(id); n != want {
+			return nil, fmt.Errorf("datasets: %s: class %d has %d records, the spec says %d", filepath.Join(dir, name), id, n, want)
+		}
+		classes = append(classes, ImageClass{Name: fmt.Sprintf("%d", id), Images: n})
+	}
+	var key [32]byte
+	h.Sum(key[:0])
+	job := imageJob{family: "metadataset", title: "Meta-Dataset " + name, side: side, classes: classes, files: files, key: key,
+		sources: []string{filepath.Join(dir, name)}}
+	set, err := loadImages(job, opts, start)
+	if err != nil {
+		return nil, err
+	}
+	return &MDSource{Spec: spec, set: set}, nil
+}
+
+// readClassRecords reads the images of a class file's records, checking
+// that each is an Example with one image and the class's label.
+func readClassRecords(path string, class int) ([][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
+	defer f.Close()
+	r := tfrecord.NewReader(f, path)
+	var out [][]byte
+	for i := 0; ; i++ {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("datasets: %w", err)
+		}
+		ex, err := tfrecord.DecodeExample(rec)
+		if err != nil {
+			return nil, fmt.Errorf("datasets: %s: record %d: %w", path, i, err)
+		}
+		img, err := ex.OneBytes("image")
+		if err != nil {
+			return nil, fmt.Errorf("datasets: %s: record %d: %w", path, i, err)
+		}
+		label, err := ex.OneInt64("label")
+		if err != nil {
+			return nil, fmt.Errorf("datasets: %s: record %d: %w", path, i, err)
+		}
+		if label != int64(class) {
+			return nil, fmt.Errorf("datasets: %s: record %d has label %d, but the file holds class %d", path, i, label, class)
+		}
+		out = append(out, img)
+	}
+}
+
+// MDEpisodes draws fixed way-way shot-shot episodes from one or several
+// Meta-Dataset sources' split: each episode from one source chosen
+// uniformly (the reference's multi-source pipeline), its classes drawn
+// uniformly from that source's split (the notes' fixed-way rule).
+type MDEpisodes struct {
+	names            []string
+	srcs             []*Converted
+	way, shot, query int
+}
+
+// NewMDEpisodes checks that every source can give the episodes.
+func NewMDEpisodes(srcs []*MDSource, split string, way, shot, query int) (*MDEpisodes, error) {
+	if len(srcs) == 0 {
+		return nil, errors.New("datasets: Meta-Dataset episodes need a source")
+	}
+	if err := checkShape(way, shot, query); err != nil {
+		return nil, err
+	}
+	e := &MDEpisodes{way: way, shot: shot, query: query}
+	for _, s := range srcs {
+		c, err := s.Split(split)
+		if err != nil {
+			return nil, err
+		}
+		// The same checks as any class episodes, naming the source.
+		if _, err := NewClassEpisodes(c, way, shot, query); err != nil {
+			return nil, fmt.Errorf("datasets: %s: %s", s.Spec.Name, strings.TrimPrefix(err.Error(), "datasets: "))
+		}
+		e.names = append(e.names, s.Spec.Name)
+		e.srcs = append(e.srcs, c)
+	}
+	return e, nil
+}
+
+func (e *MDEpisodes) Name() string { return "metadataset" }
+func (e *MDEpisodes) InDim() int   { return e.srcs[0].InDim() }
+func (e *MDEpisodes) OutDim() int  { return e.way }
+
+// Sources names the sources episodes are drawn from.
+func (e *MDEpisodes) Sources() []string { return slices.Clone(e.names) }
+
+// Sample fills b with b.T episodes, each from a source drawn first.
+func (e *MDEpisodes) Sample(rng *rand.Rand, b *task.Batch) {
+	checkBatch("MDEpisodes", b, e.way, e.shot, e.query, e.InDim())
+	var s episodeScratch
+	for t := 0; t < b.T; t++ {
+		src := e.srcs[0]
+		if len(e.srcs) > 1 {
+			src = e.srcs[rng.IntN(len(e.srcs))]
+		}
+		s.draw(rng, b, t, &episodePool{support: src}, e.way, e.shot, e.query)
+	}
+}
