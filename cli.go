@@ -336,7 +336,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if !*quiet {
 		fmt.Fprintln(stdout, start)
 	}
-	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test,
+	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
 		Budget: time.Duration(*minutes * float64(time.Minute))}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
@@ -586,9 +586,28 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if test == nil {
 		test = srcs.Train
 	}
-	res, err := m.EvaluateOn(test, n, c.EvalQuery, c.EvalSamples, c.Seed)
+	var res engine.EvalResult
+	var bySource map[string]*engine.EvalResult
+	if len(srcs.TestBy) > 0 && *folder == "" {
+		res, bySource, err = m.EvaluateSources(srcs.TestBy, n, c.EvalQuery, c.EvalSamples, c.Seed)
+	} else {
+		res, err = m.EvaluateOn(test, n, c.EvalQuery, c.EvalSamples, c.Seed)
+	}
 	if err != nil {
 		return fail(stderr, err)
+	}
+	for _, s := range srcs.TestBy {
+		if r := bySource[s.Name]; r != nil && !*asJSON {
+			fmt.Fprintf(stdout, "%-16s %s\n", s.Name, r)
+		}
+	}
+	if *asJSON && bySource != nil {
+		b, _ := json.MarshalIndent(struct {
+			Eval     engine.EvalResult             `json:"eval"`
+			BySource map[string]*engine.EvalResult `json:"eval_by_source"`
+		}{res, bySource}, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
 	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(res, "", "  ")

@@ -3,6 +3,7 @@ package presets
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -123,8 +124,21 @@ var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), o
 	image("domainnet-5w1s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 1, 150000),
 	image("domainnet-5w5s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 5, 150000),
 	embeddings(5, 1), embeddings(5, 5),
+	metaDataset(5, 1), metaDataset(5, 5),
 	image("folder-5w1s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 1, 20000),
 	image("folder-5w5s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 5, 20000),
+}
+
+// metaDataset is Meta-Dataset at a fixed way and shot: the Omniglot heads
+// on Conv-5 at 84×84×3 (the paper's ResNet-18 is not here yet), 10
+// queries per class as the reference's sampler caps them, trained on the
+// sources named by the sources setting (default: ilsvrc_2012 when present,
+// else every source with training classes) and tested on every source
+// present (test_sources).
+func metaDataset(way, shot int) Preset {
+	p := image(fmt.Sprintf("metadataset-%dw%ds", way, shot), "metadataset", "Meta-Dataset (fixed ways and shots; --data: the converted records)", miniConv, way, shot, 100000)
+	p.Config.Query, p.Config.EvalQuery, p.Config.EvalTasks = 10, 10, 600
+	return p
 }
 
 // domainNetCap bounds the images read per DomainNet category (decoded in
@@ -170,6 +184,9 @@ type Sources struct {
 	Train task.Source
 	Val   task.Source // nil: no validation
 	Test  task.Source // nil: evaluate on Train's family
+	// TestBy, when set, is one test source per data source (Meta-Dataset),
+	// for engine.RunOptions.TestBySource; Test is then the first.
+	TestBy []engine.NamedSource
 }
 
 // NewSources returns the sources of the task family name for a run with
@@ -226,6 +243,8 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			}
 			return datasets.LoadEmbeddings(path, split, datasets.EmbeddingOptions{})
 		})
+	case "metadataset":
+		return metaDatasetSources(cfg, dataDir)
 	case "folder":
 		if dataDir == "" {
 			return Sources{}, errors.New("the folder presets read your own images: give --data DIR, DIR holding one folder of images per class (or train/, val/ and test/ folders of them)")
@@ -331,4 +350,99 @@ func dataHint(err error) error {
 		}
 	}
 	return err
+}
+
+// metaDatasetSources reads the Meta-Dataset sources a run trains and is
+// tested on (see metaDataset) and makes their episodes: training and
+// validation episodes from the training sources, one test source per
+// test source.
+func metaDatasetSources(cfg engine.Config, dataDir string) (Sources, error) {
+	if dataDir == "" {
+		dataDir = datasets.DefaultMetaDatasetDir()
+	}
+	present, err := datasets.MetaDatasetSources(dataDir)
+	if err != nil {
+		return Sources{}, fmt.Errorf("%w; point --data at the folder of converted sources (one folder per source with its dataset_spec.json)", err)
+	}
+	c := cfg.Conv
+	if c == nil || c.Height != c.Width || c.Channels != 3 {
+		return Sources{}, errors.New("Meta-Dataset needs a square three-channel convolutional input")
+	}
+	loaded := map[string]*datasets.MDSource{}
+	load := func(name string) (*datasets.MDSource, error) {
+		if s, ok := loaded[name]; ok {
+			return s, nil
+		}
+		s, err := datasets.LoadMetaDatasetSource(dataDir, name, c.Height, datasets.ImageOptions{})
+		if err != nil {
+			return nil, err
+		}
+		loaded[name] = s
+		return s, nil
+	}
+	train := cfg.Sources
+	if len(train) == 0 {
+		if slices.Contains(present, "ilsvrc_2012") {
+			train = []string{"ilsvrc_2012"}
+		} else {
+			for _, n := range present {
+				s, err := load(n)
+				if err != nil {
+					return Sources{}, err
+				}
+				if len(s.Spec.Classes("train")) > 0 {
+					train = append(train, n)
+				}
+			}
+		}
+	}
+	var trainSrcs, valSrcs []*datasets.MDSource
+	for _, n := range train {
+		if !slices.Contains(present, n) {
+			return Sources{}, fmt.Errorf("no Meta-Dataset source %q in %s (present: %s)", n, dataDir, strings.Join(present, ", "))
+		}
+		s, err := load(n)
+		if err != nil {
+			return Sources{}, err
+		}
+		trainSrcs = append(trainSrcs, s)
+		if len(s.Spec.Classes("valid")) >= cfg.Way {
+			valSrcs = append(valSrcs, s)
+		}
+	}
+	var out Sources
+	if out.Train, err = datasets.NewMDEpisodes(trainSrcs, "train", cfg.Way, cfg.Shot, cfg.Query); err != nil {
+		return Sources{}, err
+	}
+	if len(valSrcs) > 0 {
+		if out.Val, err = datasets.NewMDEpisodes(valSrcs, "valid", cfg.Way, cfg.Shot, cfg.EvalQuery); err != nil {
+			return Sources{}, err
+		}
+	}
+	test := cfg.TestSources
+	if len(test) == 0 {
+		test = present
+	}
+	for _, n := range test {
+		if !slices.Contains(present, n) {
+			return Sources{}, fmt.Errorf("no Meta-Dataset source %q in %s (present: %s)", n, dataDir, strings.Join(present, ", "))
+		}
+		s, err := load(n)
+		if err != nil {
+			return Sources{}, err
+		}
+		if len(s.Spec.Classes("test")) == 0 {
+			continue // a source without test classes has no row
+		}
+		ep, err := datasets.NewMDEpisodes([]*datasets.MDSource{s}, "test", cfg.Way, cfg.Shot, cfg.EvalQuery)
+		if err != nil {
+			return Sources{}, err
+		}
+		out.TestBy = append(out.TestBy, engine.NamedSource{Name: n, Source: ep})
+	}
+	if len(out.TestBy) == 0 {
+		return Sources{}, fmt.Errorf("none of the test sources (%s) has test classes", strings.Join(test, ", "))
+	}
+	out.Test = out.TestBy[0].Source
+	return out, nil
 }

@@ -45,6 +45,16 @@ func ParseSet(s string) (key string, v any, err error) {
 			return k, nil, fmt.Errorf("%s=%s: want a word", k, val)
 		}
 		return k, val, nil
+	case KindWordList:
+		var out []string
+		for _, f := range strings.Split(val, ",") {
+			f = strings.TrimSpace(f)
+			if f == "" || strings.ContainsAny(f, " \t=") {
+				return k, nil, fmt.Errorf("%s=%s: want a comma-separated list of names (e.g. %s=aircraft,cu_birds)", k, val, k)
+			}
+			out = append(out, f)
+		}
+		return k, out, nil
 	case KindIntList:
 		var out []int
 		for _, f := range strings.Split(val, ",") {
@@ -110,6 +120,8 @@ func (o Overrides) Settings() []string {
 				s[j] = fmt.Sprint(n)
 			}
 			v = strings.Join(s, ",")
+		case []string:
+			v = strings.Join(x, ",")
 		case float64:
 			if x == math.Trunc(x) && math.Abs(x) < 1e15 {
 				v = strconv.FormatFloat(x, 'f', -1, 64)

@@ -89,6 +89,7 @@ const (
 	KindFloat               // a number
 	KindString              // a word
 	KindIntList             // a list of whole numbers
+	KindWordList            // a list of words (source names)
 )
 
 // override is one setting a run accepts by key.
@@ -147,6 +148,8 @@ var overrides = []override{
 	{"prior_hidden", KindInt, "width of the prior network", always, intField(func(c *engine.Config) *int { return &c.PriorHidden })},
 	{"image_size", KindInt, "height and width images are resized to (the input of ψ)", usesConv, func(c *engine.Config, v any) { c.Conv.Height, c.Conv.Width = v.(int), v.(int) }},
 	{"channels", KindInt, "image channels: 1 (grey) or 3 (RGB)", usesConv, func(c *engine.Config, v any) { c.Conv.Channels = v.(int) }},
+	{"sources", KindWordList, "Meta-Dataset: the sources to train on (e.g. ilsvrc_2012 or aircraft,cu_birds)", usesConv, func(c *engine.Config, v any) { c.Sources = slices.Clone(v.([]string)) }},
+	{"test_sources", KindWordList, "Meta-Dataset: the sources to test on (default: every source present)", usesConv, func(c *engine.Config, v any) { c.TestSources = slices.Clone(v.([]string)) }},
 	{"conv_filters", KindInt, "filters of each convolutional block of ψ", func(c *engine.Config) bool { return c.Conv != nil }, func(c *engine.Config, v any) { c.Conv.Filters = v.(int) }},
 	{"embed_hidden", KindIntList, "widths of the MLP feature extractor ψ", hasMLPEmbed, func(c *engine.Config, v any) { c.EmbedHidden = slices.Clone(v.([]int)) }},
 	{"log_every", KindInt, "iterations per metrics row", always, intField(func(c *engine.Config) *int { return &c.LogEvery })},
@@ -250,6 +253,24 @@ func convert(kind Kind, v any) (any, error) {
 			return out, nil
 		}
 		return nil, fmt.Errorf("want a list of whole numbers, got %v", v)
+	case KindWordList:
+		switch x := v.(type) {
+		case []string:
+			return x, nil
+		case []any:
+			out := make([]string, len(x))
+			for i, e := range x {
+				w, ok := e.(string)
+				if !ok {
+					return nil, fmt.Errorf("want a list of words, got %v", v)
+				}
+				out[i] = w
+			}
+			return out, nil
+		case string:
+			return strings.Split(x, ","), nil
+		}
+		return nil, fmt.Errorf("want a list of words, got %v", v)
 	}
 	panic("presets: unknown override kind")
 }
