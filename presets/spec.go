@@ -85,11 +85,11 @@ type Kind int
 
 // The kinds of override values.
 const (
-	KindInt     Kind = iota // a whole number
-	KindFloat               // a number
-	KindString              // a word
-	KindIntList             // a list of whole numbers
-	KindWordList            // a list of words (source names)
+	KindInt      Kind = iota // a whole number
+	KindFloat                // a number
+	KindString               // a word
+	KindIntList              // a list of whole numbers
+	KindWordList             // a list of words (source names)
 )
 
 // override is one setting a run accepts by key.
