@@ -7,16 +7,17 @@
 // # Structure
 //
 // Model (model.go) is the root: it owns the session and the experiments
-// and shows one of four screens, the preset picker (picker.go, a
-// filterable bubbles list), the dashboard (dashboard.go and dash_*.go,
-// with its panes in pane_*.go), the experiments screen (exp_*.go) and the
-// sweep screen (sweep_*.go), with the help overlay (help.go) above
+// and shows one of five screens, the preset picker (picker.go, a
+// filterable bubbles list), the folder prompt of a folder preset
+// (folder_prompt.go), the dashboard (dashboard.go and dash_*.go, with its
+// panes in pane_*.go), the experiments screen (exp_*.go) and the sweep
+// screen (sweep_*.go), with the help overlay (help.go) above
 // whichever shows. The sweep screen watches a sweep directory wherever
 // its units run: it reads the units' files every second off the UI
 // goroutine (and squeue, when the sweep was submitted to Slurm, in a
 // loop of its own every 5 s, so a slow squeue never holds the files up),
 // overlays the loss curves of the units marked, and fills in the results
-// over seeds as units finish. Each of the five is a component (component.go): a bubbletea model with a SetSize
+// over seeds as units finish. Each of the six is a component (component.go): a bubbletea model with a SetSize
 // and a help.KeyMap. Window sizes and run data go to every component,
 // keys only to the one showing; the root itself answers quit, help and
 // the keys that move between screens. The help overlay scrolls where its
@@ -35,7 +36,12 @@
 //
 // The picker trains the chosen preset on the dashboard (enter), opens
 // the experiments screen with it (x), or asks for a sweep directory to
-// watch (w; `mkbench tui --sweep DIR` opens that screen directly). The dashboard has four panes and a
+// watch (w; `mkbench tui --sweep DIR` opens that screen directly). A
+// folder preset (your own images) picked without --data first asks for
+// its folder (folder_prompt.go): enter checks it with
+// datasets.FolderChannels, an error stays in the prompt, and a folder
+// that passes becomes the session's Data, with the channels of its first
+// image as the runs' channels override. The dashboard has four panes and a
 // status bar:
 //
 //   - Curves: ELBO, the data term (MSE) and KL over iterations for every

@@ -18,12 +18,14 @@ type Options struct {
 	Iters  int    // iteration budget; 0 is the preset's
 	Seed   int64  // < 0 is the preset's
 	Root   string // runs root; "" is presets.RunsRoot()
-	Data   string // Omniglot folder (as mkbench run --data); "" is the default search
+	// Data is the data folder (as mkbench run --data); "" is the default
+	// search, and a folder preset then asks for its folder (folder_prompt.go).
+	Data string
 	// Overrides replace preset settings in every run and experiment, as
 	// presets.Spec applies them; Iters and Seed are added to them.
 	Overrides presets.Overrides
 	// NewSources builds a run's task sources; nil is presets.NewSources
-	// with the default data directory.
+	// with Data (or the folder a folder preset's prompt was given).
 	NewSources func(family string, cfg engine.Config) (presets.Sources, error)
 	// Renderer styles the output; nil is lipgloss's default renderer,
 	// which follows the terminal and NO_COLOR.
@@ -44,6 +46,7 @@ const (
 	screenDashboard
 	screenExperiments
 	screenSweep
+	screenFolder // the folder prompt of a folder preset
 )
 
 // Model is the root bubbletea model. It owns the session and the
@@ -60,6 +63,7 @@ type Model struct {
 	dash     *dashboard // nil until a preset is picked
 	exp      *expScreen
 	sweep    *sweepScreen
+	folder   *folderPrompt
 	help     *helpOverlay
 	sess     *session.Session
 	exps     *expRegistry
@@ -81,12 +85,7 @@ func New(opts Options) Model {
 	}
 	t := NewTheme(r)
 	sess := session.New(presets.Preset{}, opts.Root)
-	sess.NewSources, sess.Interval = opts.NewSources, opts.Interval
-	if sess.NewSources == nil && opts.Data != "" {
-		sess.NewSources = func(family string, cfg engine.Config) (presets.Sources, error) {
-			return presets.NewSources(family, cfg, opts.Data)
-		}
-	}
+	sess.NewSources, sess.Data, sess.Interval = opts.NewSources, opts.Data, opts.Interval
 	sess.Overrides = opts.runOverrides()
 	reg := &expRegistry{}
 	root := opts.Root
@@ -94,7 +93,9 @@ func New(opts Options) Model {
 		root = presets.RunsRoot()
 	}
 	m := Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All()),
-		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), help: newHelpOverlay(t), sess: sess, exps: reg}
+		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), folder: newFolderPrompt(t, sess.Overrides),
+		help: newHelpOverlay(t), sess: sess, exps: reg}
+	m.picker.askFolder = opts.Data == ""
 	if opts.Sweep != "" {
 		m.screen, m.sweep.direct = screenSweep, true
 		m.sweep.watch(opts.Sweep) // Init reads it
@@ -134,12 +135,12 @@ func (m Model) Init() tea.Cmd {
 	if err != nil {
 		return tea.Sequence(tea.Println(err.Error()), tea.Quit)
 	}
-	return func() tea.Msg { return pickedMsg{p} }
+	return func() tea.Msg { return pickedMsg{p: p} }
 }
 
 // components are the components that exist.
 func (m Model) components() []component {
-	cs := []component{m.picker, m.exp, m.sweep, m.help}
+	cs := []component{m.picker, m.exp, m.sweep, m.folder, m.help}
 	if m.dash != nil {
 		cs = append(cs, m.dash)
 	}
@@ -155,6 +156,8 @@ func (m Model) current() component {
 		return m.exp
 	case screenSweep:
 		return m.sweep
+	case screenFolder:
+		return m.folder
 	}
 	return m.picker
 }
@@ -189,8 +192,28 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		_, cmd := m.exp.Update(msg)
 		return m, cmd
 
+	case folderCheckedMsg:
+		_, cmd := m.folder.Update(msg)
+		return m, cmd
+
 	case pickedMsg:
+		if m.dash != nil {
+			return m, nil // a second enter's pick: the first one's dashboard is up
+		}
+		if msg.p.Source == "folder" && msg.data == "" {
+			if m.opts.Data == "" {
+				m.screen = screenFolder // ask for the folder of the images
+				return m, m.folder.open(msg.p)
+			}
+			return m, folderGiven(msg.p, m.opts.Data) // --data: read its channels, then start
+		}
 		m.sess.Preset = msg.p
+		if msg.data != "" {
+			m.sess.Data = msg.data
+		}
+		if _, given := m.opts.Overrides["channels"]; msg.channels > 0 && !given {
+			m.sess.Overrides = m.sess.Overrides.With("channels", msg.channels)
+		}
 		m.dash = newDashboard(m.theme, newDashKeys(), m.sess, msg.p)
 		m.dash.SetSize(m.w, m.h)
 		m.screen = screenDashboard
@@ -234,6 +257,17 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			return m.leaveSweep()
 		}
 		_, cmd := m.sweep.Update(msg) // the directory's text
+		return m, cmd
+	case m.screen == screenFolder && !m.help.open:
+		switch msg.String() {
+		case "ctrl+c": // q is text here
+			return m.quit()
+		case "esc":
+			m.folder.close()
+			m.screen = screenPicker
+			return m, nil
+		}
+		_, cmd := m.folder.Update(msg) // the folder's text
 		return m, cmd
 	}
 	switch {

@@ -29,7 +29,7 @@ type pickerKeys struct {
 func newPickerKeys() pickerKeys {
 	return pickerKeys{
 		globalKeys:  newGlobalKeys(),
-		Start:       bind("enter", "train the preset (metakernel)", "enter"),
+		Start:       bind("enter", "train the preset (metakernel; a folder preset asks for its folder first)", "enter"),
 		Filter:      bind("/", "filter presets", "/"),
 		Up:          bind("↑/k", "up", "up", "k"),
 		Down:        bind("↓/j", "down", "down", "j"),
@@ -53,11 +53,20 @@ type picker struct {
 	theme Theme
 	keys  pickerKeys
 	list  list.Model
-	w, h  int
+	// askFolder: no --data was given, so a folder preset asks for the
+	// folder of its images before it trains.
+	askFolder bool
+	w, h      int
 }
 
-// pickedMsg says the user chose a preset.
-type pickedMsg struct{ p presets.Preset }
+// pickedMsg says the user chose a preset. A folder preset's pick
+// carries the folder of its images (data) and their channels, once the
+// folder prompt has them; without data, the root asks for the folder.
+type pickedMsg struct {
+	p        presets.Preset
+	data     string
+	channels int // 0: the preset's
+}
 
 func newPicker(t Theme, k pickerKeys, all []presets.Preset) *picker {
 	var items []list.Item
@@ -103,7 +112,7 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		if !p.filtering() && key.Matches(msg, p.keys.Start) {
 			if sel, ok := p.selected(); ok {
-				return p, func() tea.Msg { return pickedMsg{sel} }
+				return p, func() tea.Msg { return pickedMsg{p: sel} }
 			}
 		}
 	}
@@ -117,8 +126,12 @@ func (p *picker) View() string {
 	head := t.Title.Render(" mkbench ") + t.Dim.Render("MetaKernel few-shot workbench · pick a preset")
 	detail := ""
 	if sel, ok := p.selected(); ok {
+		enter := "enter trains the " + sel.Variant + " variant"
+		if sel.Source == "folder" && p.askFolder {
+			enter = "enter asks for the folder of your images, then trains the " + sel.Variant + " variant"
+		}
 		detail = t.Bold.Render(sel.Name) + "  " + sel.Summary() + "\n" +
-			t.Dim.Render("enter trains the "+sel.Variant+" variant; in the dashboard 1-5 add rbf, rff, vrf, vrf+ctx, vrf+cnf beside it")
+			t.Dim.Render(enter+"; in the dashboard 1-5 add rbf, rff, vrf, vrf+ctx, vrf+cnf beside it")
 	}
 	detail = lipgloss.NewStyle().Width(max(p.w-2, 10)).Render(detail)
 	body := p.list.View()

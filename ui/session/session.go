@@ -29,9 +29,13 @@ type Session struct {
 	// Overrides replace the preset's settings in every run (iteration
 	// budget, seed, model sizes), as presets.Spec applies them.
 	Overrides presets.Overrides
+	// Data is the data directory of the runs' task sources, as
+	// presets.NewSources takes it ("" is the family's default); a folder
+	// preset's runs need it. NewSources, when set, is used instead.
+	Data string
 	// NewSources builds a run's task sources (training, and validation
 	// and test where the family has them); nil is presets.NewSources with
-	// the default data directory.
+	// Data.
 	NewSources func(family string, cfg engine.Config) (presets.Sources, error)
 	Interval   time.Duration // between batches; 0 is DefaultInterval
 
@@ -122,8 +126,9 @@ func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
 	}
 	newSources := s.NewSources
 	if newSources == nil {
+		data := s.Data // read here: the worker must not read the session's fields
 		newSources = func(family string, cfg engine.Config) (presets.Sources, error) {
-			return presets.NewSources(family, cfg, "")
+			return presets.NewSources(family, cfg, data)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

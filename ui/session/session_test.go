@@ -336,3 +336,28 @@ func TestStartRefusesWhatCannotFit(t *testing.T) {
 		t.Fatalf("a refused run left %d entries in the runs root", len(ents))
 	}
 }
+
+// Data reaches presets.NewSources: a folder preset's run reads the folder
+// the session names (here a missing one, so the run says which), and
+// without one it says to give one.
+func TestDataReachesSources(t *testing.T) {
+	p, err := presets.Get("folder-5w1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-folder")
+	for data, want := range map[string]string{missing: missing, "": "give --data DIR"} {
+		s := New(p, t.TempDir())
+		s.Data, s.Interval = data, time.Millisecond
+		if _, err := s.Start("metakernel", 0); err != nil {
+			t.Fatal(err)
+		}
+		until(t, s, func(u Update) bool {
+			if u.Ended && (u.Err == nil || !strings.Contains(u.Err.Error(), want)) {
+				t.Errorf("data %q: run ended with %v, want an error naming %q", data, u.Err, want)
+			}
+			return u.Ended
+		})
+		s.Close()
+	}
+}
