@@ -215,6 +215,15 @@ func overrides(fs *flag.FlagSet, set map[string]bool, sets *[]string, shorthands
 		if x, ok := v.(int64); ok {
 			v = int(x)
 		}
+		if x, ok := v.(string); ok {
+			// A word list (--sources a,b) parses as --set would.
+			_, pv, err := presets.ParseSet(k + "=" + x)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("--%s: %v", n, err))
+				continue
+			}
+			v = pv
+		}
 		ov[k] = v
 	}
 	if len(errs) > 0 {
@@ -243,6 +252,8 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
 	fs.Int("image-size", 0, "image presets: the side images are resized to (--set image_size; default: the preset's, 84 for folder presets)")
 	fs.Int("channels", 0, "image presets: 1 (grey) or 3 (RGB) (--set channels; folder presets: default read from the first image)")
+	fs.String("sources", "", "Meta-Dataset presets: the sources to train on, a,b (--set sources; default ilsvrc_2012, else every source with training classes)")
+	fs.String("test-sources", "", "Meta-Dataset presets: the sources to test on, a,b (--set test_sources; default every source present)")
 	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
 	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels")
@@ -261,7 +272,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
 	}
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels"} {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
 			}
@@ -297,7 +308,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
 		}
-		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels")
+		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources")
 		if err != nil {
 			return fail(stderr, err)
 		}

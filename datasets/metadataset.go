@@ -169,40 +169,53 @@ func readClassRecords(path string, class int) ([][]byte, error) {
 }
 
 // MDEpisodes draws fixed way-way shot-shot episodes from one or several
-// Meta-Dataset sources' split: each episode from one source chosen
-// uniformly (the reference's multi-source pipeline), its classes drawn
-// uniformly from that source's split (the notes' fixed-way rule).
+// sources' split: each episode from one source chosen uniformly (the
+// reference's multi-source pipeline), its classes drawn uniformly from
+// that source's split (the notes' fixed-way rule). The sources are
+// Meta-Dataset's images, or their pre-computed features.
 type MDEpisodes struct {
+	family           string
 	names            []string
-	srcs             []*Converted
+	srcs             []ClassSource
 	way, shot, query int
 }
 
-// NewMDEpisodes checks that every source can give the episodes.
+// NewMDEpisodes is NewMultiEpisodes over Meta-Dataset sources' images.
 func NewMDEpisodes(srcs []*MDSource, split string, way, shot, query int) (*MDEpisodes, error) {
-	if len(srcs) == 0 {
-		return nil, errors.New("datasets: Meta-Dataset episodes need a source")
-	}
-	if err := checkShape(way, shot, query); err != nil {
-		return nil, err
-	}
-	e := &MDEpisodes{way: way, shot: shot, query: query}
+	var names []string
+	var cs []ClassSource
 	for _, s := range srcs {
 		c, err := s.Split(split)
 		if err != nil {
 			return nil, err
 		}
-		// The same checks as any class episodes, naming the source.
-		if _, err := NewClassEpisodes(c, way, shot, query); err != nil {
-			return nil, fmt.Errorf("datasets: %s: %s", s.Spec.Name, strings.TrimPrefix(err.Error(), "datasets: "))
-		}
-		e.names = append(e.names, s.Spec.Name)
-		e.srcs = append(e.srcs, c)
+		names, cs = append(names, s.Spec.Name), append(cs, c)
 	}
-	return e, nil
+	return NewMultiEpisodes("metadataset", names, cs, way, shot, query)
 }
 
-func (e *MDEpisodes) Name() string { return "metadataset" }
+// NewMultiEpisodes checks that every source can give the episodes; family
+// names the task family (the model's input kind).
+func NewMultiEpisodes(family string, names []string, srcs []ClassSource, way, shot, query int) (*MDEpisodes, error) {
+	if len(srcs) == 0 || len(names) != len(srcs) {
+		return nil, errors.New("datasets: episodes need one or more named sources")
+	}
+	if err := checkShape(way, shot, query); err != nil {
+		return nil, err
+	}
+	for i, c := range srcs {
+		// The same checks as any class episodes, naming the source.
+		if _, err := NewClassEpisodes(c, way, shot, query); err != nil {
+			return nil, fmt.Errorf("datasets: %s: %s", names[i], strings.TrimPrefix(err.Error(), "datasets: "))
+		}
+		if c.InDim() != srcs[0].InDim() {
+			return nil, fmt.Errorf("datasets: %s has %d-wide examples, %s %d", names[i], c.InDim(), names[0], srcs[0].InDim())
+		}
+	}
+	return &MDEpisodes{family: family, names: slices.Clone(names), srcs: slices.Clone(srcs), way: way, shot: shot, query: query}, nil
+}
+
+func (e *MDEpisodes) Name() string { return e.family }
 func (e *MDEpisodes) InDim() int   { return e.srcs[0].InDim() }
 func (e *MDEpisodes) OutDim() int  { return e.way }
 

@@ -3,6 +3,8 @@ package presets
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -124,7 +126,7 @@ var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), o
 	image("domainnet-5w1s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 1, 150000),
 	image("domainnet-5w5s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 5, 150000),
 	embeddings(5, 1), embeddings(5, 5),
-	metaDataset(5, 1), metaDataset(5, 5),
+	metaDataset(5, 1), metaDataset(5, 5), metaDatasetEmbed(5, 1), metaDatasetEmbed(5, 5),
 	image("folder-5w1s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 1, 20000),
 	image("folder-5w5s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 5, 20000),
 }
@@ -138,6 +140,19 @@ var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), o
 func metaDataset(way, shot int) Preset {
 	p := image(fmt.Sprintf("metadataset-%dw%ds", way, shot), "metadataset", "Meta-Dataset (fixed ways and shots; --data: the converted records)", miniConv, way, shot, 100000)
 	p.Config.Query, p.Config.EvalQuery, p.Config.EvalTasks = 10, 10, 600
+	return p
+}
+
+// metaDatasetEmbed is metaDataset on pre-computed features, one .npz per
+// source and split: the MetaKernel head with a 256-wide layer instead of a
+// CNN, so that a CPU can run the whole protocol.
+func metaDatasetEmbed(way, shot int) Preset {
+	p := embeddings(way, shot)
+	c := &p.Config
+	c.EmbedHidden = []int{256}
+	c.Query, c.EvalQuery, c.EvalTasks = 10, 10, 600
+	p.Name, p.Source = fmt.Sprintf("metadataset-embed-%dw%ds", way, shot), "mdembed"
+	p.Description = fmt.Sprintf("Meta-Dataset on pre-computed features (DIR/<source>/<split>.npz), %d-way %d-shot", way, shot)
 	return p
 }
 
@@ -194,6 +209,9 @@ type Sources struct {
 // draws training tasks from the Vinyals train split, validation tasks
 // from val and test tasks from test, cfg.Way-way cfg.Shot-shot.
 func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error) {
+	if (len(cfg.Sources) > 0 || len(cfg.TestSources) > 0) && name != "metadataset" && name != "mdembed" {
+		return Sources{}, fmt.Errorf("the sources and test_sources settings apply to the Meta-Dataset presets, not to %s", name)
+	}
 	switch name {
 	case "sine":
 		return Sources{Train: datasets.Sine{}}, nil
@@ -243,8 +261,8 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			}
 			return datasets.LoadEmbeddings(path, split, datasets.EmbeddingOptions{})
 		})
-	case "metadataset":
-		return metaDatasetSources(cfg, dataDir)
+	case "metadataset", "mdembed":
+		return metaDatasetSources(cfg, dataDir, name == "mdembed")
 	case "folder":
 		if dataDir == "" {
 			return Sources{}, errors.New("the folder presets read your own images: give --data DIR, DIR holding one folder of images per class (or train/, val/ and test/ folders of them)")
@@ -352,33 +370,59 @@ func dataHint(err error) error {
 	return err
 }
 
-// metaDatasetSources reads the Meta-Dataset sources a run trains and is
-// tested on (see metaDataset) and makes their episodes: training and
-// validation episodes from the training sources, one test source per
-// test source.
-func metaDatasetSources(cfg engine.Config, dataDir string) (Sources, error) {
+// mdSplits gives a Meta-Dataset source's class set of a split ("train",
+// "valid", "test"), nil when the source has no classes there.
+type mdSplits func(split string) (datasets.ClassSource, error)
+
+// metaDatasetSources makes the sources of a Meta-Dataset run (see
+// metaDataset): training and validation episodes from the training
+// sources, one test source per test source. embed reads pre-computed
+// features (DIR/<source>/<split>.npz) instead of the records.
+func metaDatasetSources(cfg engine.Config, dataDir string, embed bool) (Sources, error) {
+	family, hint := "metadataset", "the folder of converted sources (one folder per source with its dataset_spec.json)"
+	if embed {
+		family, hint = "mdembed", "the folder of per-source features (DIR/<source>/train.npz, test.npz, …)"
+	}
 	if dataDir == "" {
 		dataDir = datasets.DefaultMetaDatasetDir()
 	}
-	present, err := datasets.MetaDatasetSources(dataDir)
+	present, open, err := mdOpener(cfg, dataDir, embed)
 	if err != nil {
-		return Sources{}, fmt.Errorf("%w; point --data at the folder of converted sources (one folder per source with its dataset_spec.json)", err)
+		return Sources{}, fmt.Errorf("%w; point --data at %s", err, hint)
 	}
-	c := cfg.Conv
-	if c == nil || c.Height != c.Width || c.Channels != 3 {
-		return Sources{}, errors.New("Meta-Dataset needs a square three-channel convolutional input")
+	opened := map[string]mdSplits{}
+	get := func(name string) (mdSplits, error) {
+		if !slices.Contains(present, name) {
+			return nil, fmt.Errorf("no Meta-Dataset source %q in %s (present: %s)", name, dataDir, strings.Join(present, ", "))
+		}
+		if o, ok := opened[name]; ok {
+			return o, nil
+		}
+		o, err := open(name)
+		opened[name] = o
+		return o, err
 	}
-	loaded := map[string]*datasets.MDSource{}
-	load := func(name string) (*datasets.MDSource, error) {
-		if s, ok := loaded[name]; ok {
-			return s, nil
+	episodes := func(names []string, split string, query int, skipSmall bool) (*datasets.MDEpisodes, error) {
+		var ns []string
+		var cs []datasets.ClassSource
+		for _, n := range names {
+			o, err := get(n)
+			if err != nil {
+				return nil, err
+			}
+			c, err := o(split)
+			if err != nil {
+				return nil, err
+			}
+			if c == nil || skipSmall && c.NumClasses() < cfg.Way {
+				continue
+			}
+			ns, cs = append(ns, n), append(cs, c)
 		}
-		s, err := datasets.LoadMetaDatasetSource(dataDir, name, c.Height, datasets.ImageOptions{})
-		if err != nil {
-			return nil, err
+		if len(cs) == 0 {
+			return nil, nil
 		}
-		loaded[name] = s
-		return s, nil
+		return datasets.NewMultiEpisodes(family, ns, cs, cfg.Way, cfg.Shot, query)
 	}
 	train := cfg.Sources
 	if len(train) == 0 {
@@ -386,63 +430,105 @@ func metaDatasetSources(cfg engine.Config, dataDir string) (Sources, error) {
 			train = []string{"ilsvrc_2012"}
 		} else {
 			for _, n := range present {
-				s, err := load(n)
+				o, err := get(n)
 				if err != nil {
 					return Sources{}, err
 				}
-				if len(s.Spec.Classes("train")) > 0 {
+				if c, err := o("train"); err != nil {
+					return Sources{}, err
+				} else if c != nil {
 					train = append(train, n)
 				}
 			}
 		}
 	}
-	var trainSrcs, valSrcs []*datasets.MDSource
-	for _, n := range train {
-		if !slices.Contains(present, n) {
-			return Sources{}, fmt.Errorf("no Meta-Dataset source %q in %s (present: %s)", n, dataDir, strings.Join(present, ", "))
-		}
-		s, err := load(n)
-		if err != nil {
-			return Sources{}, err
-		}
-		trainSrcs = append(trainSrcs, s)
-		if len(s.Spec.Classes("valid")) >= cfg.Way {
-			valSrcs = append(valSrcs, s)
-		}
-	}
 	var out Sources
-	if out.Train, err = datasets.NewMDEpisodes(trainSrcs, "train", cfg.Way, cfg.Shot, cfg.Query); err != nil {
+	tr, err := episodes(train, "train", cfg.Query, false)
+	if err != nil {
 		return Sources{}, err
 	}
-	if len(valSrcs) > 0 {
-		if out.Val, err = datasets.NewMDEpisodes(valSrcs, "valid", cfg.Way, cfg.Shot, cfg.EvalQuery); err != nil {
-			return Sources{}, err
-		}
+	if tr == nil {
+		return Sources{}, fmt.Errorf("none of the training sources (%s) has training classes", strings.Join(train, ", "))
+	}
+	out.Train = tr
+	// Validation on the training sources' valid classes, where they have
+	// enough (a source without them trains unvalidated).
+	if va, err := episodes(train, "valid", cfg.EvalQuery, true); err != nil {
+		return Sources{}, err
+	} else if va != nil {
+		out.Val = va
 	}
 	test := cfg.TestSources
 	if len(test) == 0 {
 		test = present
 	}
 	for _, n := range test {
-		if !slices.Contains(present, n) {
-			return Sources{}, fmt.Errorf("no Meta-Dataset source %q in %s (present: %s)", n, dataDir, strings.Join(present, ", "))
-		}
-		s, err := load(n)
+		ep, err := episodes([]string{n}, "test", cfg.EvalQuery, len(cfg.TestSources) == 0)
 		if err != nil {
 			return Sources{}, err
 		}
-		if len(s.Spec.Classes("test")) == 0 {
-			continue // a source without test classes has no row
+		if ep != nil { // a source without test classes has no row
+			out.TestBy = append(out.TestBy, engine.NamedSource{Name: n, Source: ep})
 		}
-		ep, err := datasets.NewMDEpisodes([]*datasets.MDSource{s}, "test", cfg.Way, cfg.Shot, cfg.EvalQuery)
-		if err != nil {
-			return Sources{}, err
-		}
-		out.TestBy = append(out.TestBy, engine.NamedSource{Name: n, Source: ep})
 	}
 	if len(out.TestBy) == 0 {
-		return Sources{}, fmt.Errorf("none of the test sources (%s) has test classes", strings.Join(test, ", "))
+		return Sources{}, fmt.Errorf("none of the test sources (%s) has %d test classes or more", strings.Join(test, ", "), cfg.Way)
 	}
 	out.Test = out.TestBy[0].Source
 	return out, nil
+}
+
+// mdOpener lists the sources under dataDir and opens one: its records
+// decoded at the model's input size, or its .npz features.
+func mdOpener(cfg engine.Config, dataDir string, embed bool) ([]string, func(string) (mdSplits, error), error) {
+	if embed {
+		entries, err := os.ReadDir(dataDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", datasets.ErrNoMetaDataset, err)
+		}
+		var present []string
+		for _, e := range entries {
+			if _, err := datasets.EmbeddingSplitFile(filepath.Join(dataDir, e.Name()), "test"); err == nil {
+				present = append(present, e.Name())
+			} else if _, err := datasets.EmbeddingSplitFile(filepath.Join(dataDir, e.Name()), "train"); err == nil {
+				present = append(present, e.Name())
+			}
+		}
+		if len(present) == 0 {
+			return nil, nil, fmt.Errorf("%w: %s has no source folders with train.npz or test.npz", datasets.ErrNoMetaDataset, dataDir)
+		}
+		return present, func(name string) (mdSplits, error) {
+			return func(split string) (datasets.ClassSource, error) {
+				dir := filepath.Join(dataDir, name)
+				path, err := datasets.EmbeddingSplitFile(dir, split)
+				if err != nil && split == "valid" {
+					path, err = datasets.EmbeddingSplitFile(dir, "val")
+				}
+				if err != nil {
+					return nil, nil // no such split
+				}
+				return datasets.LoadEmbeddings(path, split, datasets.EmbeddingOptions{})
+			}, nil
+		}, nil
+	}
+	c := cfg.Conv
+	if c == nil || c.Height != c.Width || c.Channels != 3 {
+		return nil, nil, errors.New("Meta-Dataset images need a square three-channel convolutional input")
+	}
+	present, err := datasets.MetaDatasetSources(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return present, func(name string) (mdSplits, error) {
+		s, err := datasets.LoadMetaDatasetSource(dataDir, name, c.Height, datasets.ImageOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return func(split string) (datasets.ClassSource, error) {
+			if len(s.Spec.Classes(split)) == 0 {
+				return nil, nil
+			}
+			return s.Split(split)
+		}, nil
+	}, nil
 }
