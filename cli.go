@@ -35,8 +35,10 @@ Usage:
   mkbench tui --sweep DIR       the workbench watching a sweep (its units here or on a cluster)
   mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
               [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
+              [--image-size N] [--channels 1|3] [--sources a,b] [--test-sources a,b]
   mkbench run --resume DIR [--iters N] [--repair] [--data DIR]
   mkbench eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--query Q] [--data DIR] [--json]
+              [--folder DIR2 [--split all|test]]   an image model on a folder of your own images
   mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
               [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--set KEY=VALUE ...]
               [--run DIR] [--out DIR]
