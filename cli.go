@@ -254,11 +254,14 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
 	fs.Int("image-size", 0, "image presets: the side images are resized to (--set image_size; default: the preset's, 84 for folder presets)")
 	fs.Int("channels", 0, "image presets: 1 (grey) or 3 (RGB) (--set channels; folder presets: default read from the first image)")
+	fs.Int("way", 0, "classification: classes per task (--set way)")
+	fs.Int("shot", 0, "support examples per class (per task for regression) (--set shot)")
+	fs.Int("query", 0, "query examples per class in training (--set query)")
 	fs.String("sources", "", "Meta-Dataset presets: the sources to train on, a,b (--set sources; default ilsvrc_2012, else every source with training classes)")
 	fs.String("test-sources", "", "Meta-Dataset presets: the sources to test on, a,b (--set test_sources; default every source present)")
 	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
 	sets := setFlag(fs)
-	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels")
+	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "way", "shot", "query")
 	if !ok {
 		return code
 	}
@@ -274,7 +277,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
 	}
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources"} {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources", "way", "shot", "query"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
 			}
@@ -310,7 +313,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
 		}
-		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources")
+		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources", "way", "shot", "query")
 		if err != nil {
 			return fail(stderr, err)
 		}
@@ -522,6 +525,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
 	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
 	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
+	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
 	set, code, ok := parseArgs(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -573,6 +577,13 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if err := presets.CheckMemory(*run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
 		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query"}); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
+	}
+	if set["test-sources"] {
+		_, v, err := presets.ParseSet("test_sources=" + *testSources)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("eval: --test-sources: %w", err))
+		}
+		c.TestSources = v.([]string)
 	}
 	if set["split"] && !set["folder"] {
 		return fail(stderr, errors.New("eval: --split applies to --folder DIR"))
