@@ -19,7 +19,10 @@ const checkpointVersion = 2
 // Checkpoint is everything needed to continue a run exactly where it
 // stopped, or to evaluate it: parameters, optimizer moments, the carried
 // LSTM context and the partial metrics window. Random streams are derived
-// from (seed, iteration), so no RNG state is needed.
+// from (seed, iteration), so no RNG state is needed. Buffers is the
+// model's non-trainable state, a ResNet ψ's batch-norm running statistics
+// (bnBuffers): empty for other models and in checkpoints written before it
+// existed, which decode unchanged.
 type Checkpoint struct {
 	Version      int
 	Preset       string
@@ -27,6 +30,7 @@ type Checkpoint struct {
 	Config       Config
 	Iter         int
 	Params       []*Param
+	Buffers      []*Param // non-trainable state (see below)
 	Optimizer    *Optimizer
 	State        LSTMState
 	Window       window
@@ -52,7 +56,7 @@ func (c *Checkpoint) Unverified() bool { return c.unverified }
 
 func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, win window, trainSec float64) *Checkpoint {
 	return &Checkpoint{Version: checkpointVersion, Preset: preset, Source: source, Config: m.Cfg, Iter: iter,
-		Params: m.Params.List, Optimizer: opt, State: m.State, Window: win, TrainSeconds: trainSec}
+		Params: m.Params.List, Buffers: bnBuffers(m.Cfg.ResNet, m.BN), Optimizer: opt, State: m.State, Window: win, TrainSeconds: trainSec}
 }
 
 // The checkpoint file format (checkpoint.gob, best.gob): a 24-byte header,
@@ -195,6 +199,18 @@ func (c *Checkpoint) restore(m *Model, opt *Optimizer) error {
 		if len(c.Optimizer.M[i]) != p.Size() || (c.Optimizer.Kind == "adam" && len(c.Optimizer.V[i]) != p.Size()) {
 			return fmt.Errorf("%w: optimizer state of %s does not match the model", ErrBadCheckpoint, p.Name)
 		}
+	}
+	bufs := bnBuffers(m.Cfg.ResNet, m.BN)
+	if len(c.Buffers) != len(bufs) {
+		return fmt.Errorf("%w: checkpoint has %d non-trainable tensors, model has %d", ErrBadCheckpoint, len(c.Buffers), len(bufs))
+	}
+	for i, b := range bufs {
+		if c.Buffers[i] == nil || c.Buffers[i].Name != b.Name || len(c.Buffers[i].Data) != len(b.Data) {
+			return fmt.Errorf("%w: checkpoint's non-trainable tensor %d does not match the model's %s[%d]", ErrBadCheckpoint, i, b.Name, len(b.Data))
+		}
+	}
+	for i, b := range bufs {
+		copy(b.Data, c.Buffers[i].Data)
 	}
 	*opt = *c.Optimizer
 	for k := 0; k < 2; k++ {

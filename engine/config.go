@@ -39,6 +39,26 @@ const (
 // ops.ConvSpec).
 type ConvSpec = ops.ConvSpec
 
+// ResNetSpec describes a ResNet-18 feature extractor ψ with batch norm
+// (see ops.ResNetSpec).
+type ResNetSpec = ops.ResNetSpec
+
+// Backbones ψ can be, besides the MLP of EmbedHidden: "conv" (Conv, also
+// chosen by an empty Backbone with Conv set) and "resnet18" (ResNet).
+const (
+	BackboneConv     = "conv"
+	BackboneResNet18 = "resnet18"
+)
+
+// BN statistics a ResNet evaluates with (Config.BNEval).
+const (
+	// BNEvalEpisode normalizes each evaluation episode with its own
+	// support images' statistics, as the Meta-Dataset reference does.
+	BNEvalEpisode = "episode"
+	// BNEvalRunning normalizes with the running statistics of training.
+	BNEvalRunning = "running"
+)
+
 // Variants are the named ablation settings of the paper, in its table order.
 var Variants = []string{"rbf", "rff", "vrf", "vrf+ctx", "vrf+cnf", "metakernel"}
 
@@ -56,6 +76,15 @@ type Config struct {
 	// classification tables (Conv-4 on Omniglot) instead of the MLP; d is
 	// then its output width.
 	Conv *ConvSpec `json:"conv,omitempty"`
+	// Backbone names ψ: "" or "conv" for the MLP or Conv, "resnet18" for
+	// ResNet (the paper's Meta-Dataset backbone); d is then ResNet.Out.
+	Backbone string      `json:"backbone,omitempty"`
+	ResNet   *ResNetSpec `json:"resnet,omitempty"`
+	// BNEval is the batch-norm statistics a ResNet evaluates with: "" or
+	// "episode" (BNEvalEpisode), or "running" (BNEvalRunning). Training
+	// always normalizes each task with its support images' statistics and
+	// folds them into the running ones.
+	BNEval string `json:"bn_eval,omitempty"`
 	// Sources and TestSources name the data set's sources a run trains
 	// and is tested on, where a family has several (Meta-Dataset): empty
 	// is the family's default. Recorded so a resumed or re-evaluated run
@@ -170,8 +199,17 @@ func (c *Config) ApplyVariant(name string, flowLayers int) error {
 	return nil
 }
 
+// UsesResNet reports whether ψ is the ResNet.
+func (c Config) UsesResNet() bool { return c.Backbone == BackboneResNet18 }
+
 // FeatureDim is d, the embedding width and hence the dimension of each ω.
 func (c Config) FeatureDim() int {
+	if c.UsesResNet() {
+		if c.ResNet == nil {
+			return 0
+		}
+		return c.ResNet.OutDim()
+	}
 	if c.Conv != nil {
 		return c.Conv.OutDim()
 	}
@@ -205,11 +243,38 @@ func (c Config) Validate() error {
 	if c.FlowLayers < 0 {
 		errs = append(errs, fmt.Errorf("flow layers must be ≥ 0, got %d", c.FlowLayers))
 	}
+	switch c.Backbone {
+	case "", BackboneConv:
+		if c.ResNet != nil {
+			errs = append(errs, fmt.Errorf("resnet is set but backbone is %q: set backbone %q to use it", c.Backbone, BackboneResNet18))
+		}
+		if c.Backbone == BackboneConv && c.Conv == nil {
+			errs = append(errs, errors.New("backbone conv needs a conv spec"))
+		}
+	case BackboneResNet18:
+		switch {
+		case c.ResNet == nil:
+			errs = append(errs, errors.New("backbone resnet18 needs a resnet spec"))
+		case c.Conv != nil:
+			errs = append(errs, errors.New("backbone resnet18 and a conv spec exclude each other"))
+		default:
+			if err := c.ResNet.Validate(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("backbone %q is not one of conv, resnet18", c.Backbone))
+	}
+	switch c.BNEval {
+	case "", BNEvalEpisode, BNEvalRunning:
+	default:
+		errs = append(errs, fmt.Errorf("bn_eval %q is not one of episode, running", c.BNEval))
+	}
 	if c.Conv != nil {
 		if err := c.Conv.Validate(); err != nil {
 			errs = append(errs, err)
 		}
-	} else if len(c.EmbedHidden) == 0 {
+	} else if !c.UsesResNet() && len(c.EmbedHidden) == 0 {
 		errs = append(errs, errors.New("embed_hidden needs at least one layer"))
 	}
 	if c.Way < 0 || c.InferLayers < 0 || c.ValEvery < 0 || c.ValTasks < 0 {

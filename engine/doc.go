@@ -14,10 +14,11 @@
 //     float64 and float32 (AVX2/FMA assembly with portable twins).
 //   - engine/ops: the numerics of the model as plain kernels on float64
 //     slices and as gorgonia ops with hand-written, finite-difference checked
-//     gradients (coupling flow, convolutional ψ, batched Cholesky KRR solve,
-//     LSTM, random Fourier features, RBF kernel, Laplace attention, dense
-//     layers and the Gaussian terms of the ELBO), and ops.Pool, the one
-//     place where work is spread over goroutines.
+//     gradients (coupling flow, convolutional ψ, ResNet-18 ψ with batch
+//     norm, batched Cholesky KRR solve, LSTM, random Fourier features, RBF
+//     kernel, Laplace attention, dense layers and the Gaussian terms of the
+//     ELBO), and ops.Pool, the one place where work is spread over
+//     goroutines.
 //   - engine/runfile: atomic writes and JSON-lines logs of a run directory.
 //   - engine (this package): the model and its training run.
 //

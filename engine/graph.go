@@ -44,16 +44,31 @@ type graph struct {
 	// machine's finalizer, which the garbage collector never frees.
 	r *graphReads
 
-	lstm  [2]*ops.LSTMOp
-	flow  *ops.FlowOp
-	convs []*ops.ConvNet // ψ's convolution nets, whose dropout each run sets
+	lstm    [2]*ops.LSTMOp
+	flow    *ops.FlowOp
+	convs   []*ops.ConvNet // ψ's convolution nets, whose dropout each run sets
+	resnets []*ops.ResNet  // ψ's ResNets, whose batch-norm mode each run sets
 }
 
 // setDropout sets the dropout of the graph's convolution nets for the next
-// run: masks from seed in training graphs, none otherwise.
+// run: masks from seed in training graphs, none otherwise; and the batch
+// norms of its ResNets: each task's support statistics in training graphs
+// (recorded to be folded into the running ones), in evaluation those of
+// the task's support (the Meta-Dataset reference) or the running ones
+// (Config.BNEval).
 func (gr *graph) setDropout(seed uint64) {
 	for _, n := range gr.convs {
 		n.SetStep(seed, gr.train)
+	}
+	mode := ops.BNEpisode
+	switch {
+	case gr.train:
+		mode = ops.BNTrain
+	case gr.cfg.BNEval == BNEvalRunning:
+		mode = ops.BNRunning
+	}
+	for _, n := range gr.resnets {
+		n.SetMode(mode)
 	}
 }
 
@@ -67,6 +82,7 @@ type graphReads struct {
 type builder struct {
 	*graph
 	ps    *Params
+	bn    []ops.BNStats
 	pool  *ops.Pool
 	nodes map[string]*G.Node
 }
@@ -77,13 +93,14 @@ type builder struct {
 type blueprint struct {
 	cfg           Config
 	ps            *Params
+	bn            []ops.BNStats // a ResNet's running statistics (Model.BN)
 	pool          *ops.Pool
 	inDim, outDim int
 }
 
 func (bp blueprint) builder(sh shape) *builder {
 	return &builder{graph: &graph{shape: sh, cfg: bp.cfg, g: G.NewGraph(), r: &graphReads{}},
-		ps: bp.ps, pool: bp.pool, nodes: map[string]*G.Node{}}
+		ps: bp.ps, bn: bp.bn, pool: bp.pool, nodes: map[string]*G.Node{}}
 }
 
 // p returns the node of parameter name, bound to its master data.
@@ -178,6 +195,9 @@ func (b *builder) finish(wrt []*G.Node) (*graph, error) {
 
 // embed is ψ applied to the rows of x.
 func (b *builder) embed(x *G.Node) *G.Node {
+	if b.cfg.UsesResNet() {
+		return b.resnet(x)
+	}
 	if spec := b.cfg.Conv; spec != nil {
 		net, err := ops.NewConvNet(b.pool, *spec)
 		if err != nil {
@@ -194,6 +214,34 @@ func (b *builder) embed(x *G.Node) *G.Node {
 		x = must(ops.Dense(x, b.p(fmt.Sprintf("embed.W%d", i)), b.p(fmt.Sprintf("embed.b%d", i)), ops.ActReLU, i > 0))
 	}
 	return x
+}
+
+// resnet is the ResNet ψ applied to the rows of x: the support rows of the
+// graph's tasks, then (in graphs with queries) their query rows. Each task
+// is a batch-norm episode, normalized with its support images' statistics
+// as the Meta-Dataset reference does, so a task's features do not depend
+// on the other tasks of its graph: the staged step's summary graphs, which
+// see only support rows, compute the same features as its task graphs.
+func (b *builder) resnet(x *G.Node) *G.Node {
+	spec := *b.cfg.ResNet
+	net, err := ops.NewResNet(b.pool, spec, b.bn)
+	if err != nil {
+		panic(err)
+	}
+	var params []*G.Node
+	for _, p := range spec.Params() {
+		params = append(params, b.p(resnetParam(p.Name)))
+	}
+	lay := ops.BNLayout{Episodes: b.T, Support: b.NS}
+	switch rows := x.Shape()[0]; rows {
+	case b.T * b.NS:
+	case b.T * (b.NS + b.NQ):
+		lay.Query = b.NQ
+	default:
+		panic(fmt.Sprintf("engine: ψ of %d rows, want the support rows of %d tasks (%d) or all their rows (%d)", rows, b.T, b.T*b.NS, b.T*(b.NS+b.NQ)))
+	}
+	b.resnets = append(b.resnets, net)
+	return must(net.Apply(x, params, lay))
 }
 
 // infer is the inference network's task summary s̄ (T,H) from the support

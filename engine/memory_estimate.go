@@ -70,7 +70,9 @@ func (c Config) paramCount(inDim, outDim int) float64 {
 	f := func(v int) float64 { return float64(v) }
 	n := 0.0
 	d := f(c.FeatureDim())
-	if s := c.Conv; s != nil {
+	if c.UsesResNet() {
+		n += f(c.ResNet.NumParams())
+	} else if s := c.Conv; s != nil {
 		for l := 0; l < s.Blocks; l++ {
 			n += f(s.Filters)*f(s.FanIn(l)) + f(s.Filters)
 		}
@@ -115,7 +117,11 @@ func (c Config) graphBytes(T, ns, nq, inDim, outDim int, train bool) float64 {
 	rows := f(ns + nq)
 	d, D := f(c.FeatureDim()), f(c.Bases)
 	per := rows * f(inDim) // the input rows
-	if s := c.Conv; s != nil {
+	var resnet float64
+	if c.UsesResNet() {
+		resnet = resnetBytes(c.ResNet, f(T)*rows, train)
+		per += rows * d // its output
+	} else if s := c.Conv; s != nil {
 		h, w := s.Height, s.Width
 		for l := 0; l < s.Blocks; l++ {
 			// The blocks keep their pooled maps (the Winograd kernels
@@ -139,6 +145,38 @@ func (c Config) graphBytes(T, ns, nq, inDim, outDim int, train bool) float64 {
 	b := 8 * f(T) * per
 	if train {
 		b *= memGradFactor
+	}
+	return b + resnet
+}
+
+// resnetBytes is what a graph's ResNet op holds for a batch of images: the
+// kernel's float32 maps (the input, every convolution's output, the stem's
+// activation and pooled map, each block's two activations, three gradient
+// buffers of the largest block map; a convolution's gradient overwrites
+// its output), its float32 copy of the weights and, in training, the
+// parameter gradients three times in float64 (the op's, its gradient
+// nodes' outputs, the graph's accumulators). Outside the graph factor:
+// nothing here is doubled for gradients.
+func resnetBytes(s *ResNetSpec, images float64, train bool) float64 {
+	f := func(v int) float64 { return float64(v) }
+	per, gmax := f(s.InDim()), 0.0
+	for l, c := range s.Convs() {
+		m := f(c.OutHeight * c.OutWidth * c.Out)
+		per += m
+		switch {
+		case l == 0:
+			pooled := f((c.OutHeight+1)/2*((c.OutWidth+1)/2)*c.Out) * 1.25 // with the argmax bytes
+			per += m + pooled
+			gmax = pooled
+		case strings.HasSuffix(c.Name, ".c1"):
+			per += 2 * m
+			gmax = max(gmax, m)
+		}
+	}
+	per += 3 * gmax
+	b := 4*per*images + 4*f(s.NumParams())
+	if train {
+		b += 3 * 8 * f(s.NumParams())
 	}
 	return b
 }

@@ -48,6 +48,10 @@ type Model struct {
 	Src    task.Source
 	Params *Params
 	State  LSTMState
+	// BN holds the running statistics of a ResNet ψ's batch norms, one per
+	// convolution (nil for other ψ): non-trainable state, updated after
+	// every successful training step and carried by checkpoints.
+	BN []ops.BNStats
 
 	graphs map[shape]*graph
 	stages map[shape]*staged
@@ -97,8 +101,15 @@ func NewModel(cfg Config, src task.Source) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.UsesResNet() && src.InDim() != cfg.ResNet.InDim() {
+		return nil, fmt.Errorf("engine: the ResNet takes %d×%d×%d images (%d values), the task family %s gives %d values per input",
+			cfg.ResNet.Height, cfg.ResNet.Width, cfg.ResNet.Channels, cfg.ResNet.InDim(), src.Name(), src.InDim())
+	}
 	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}, stages: map[shape]*staged{}}
 	m.Params = newParams(cfg, src.InDim(), src.OutDim(), task.Stream(cfg.Seed, streamInit, 0))
+	if cfg.UsesResNet() {
+		m.BN = ops.NewResNetStats(*cfg.ResNet)
+	}
 	if cfg.Context != ContextNone {
 		for k := 0; k < 2; k++ {
 			m.State.H[k] = make([]float64, cfg.InferHidden)
@@ -131,7 +142,7 @@ func built[V any](cache map[shape]V, sh shape, build func() (V, error)) (V, erro
 
 // blueprint is what the model's graphs are built from.
 func (m *Model) blueprint() blueprint {
-	return blueprint{cfg: m.Cfg, ps: m.Params, pool: &m.pool, inDim: m.Src.InDim(), outDim: m.Src.OutDim()}
+	return blueprint{cfg: m.Cfg, ps: m.Params, bn: m.BN, pool: &m.pool, inDim: m.Src.InDim(), outDim: m.Src.OutDim()}
 }
 
 func (m *Model) graph(sh shape) (*graph, error) {
@@ -383,5 +394,9 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 		return stats, err
 	}
 	m.State = next
+	// The step counts: its batch statistics join the running ones.
+	if err := st.foldBN(); err != nil {
+		return stats, err
+	}
 	return stats, nil
 }

@@ -75,14 +75,17 @@ func randomizeModel(m *Model, rng *rand.Rand) {
 	}
 }
 
-// useFloat64 switches a graph's float32 kernels (flow, convolution) to
+// useFloat64 switches a graph's float32 kernels (flow, convolutions) to
 // their float64 twins, for finite differences.
 func useFloat64(gr *graph) {
 	if gr.flow != nil {
 		gr.flow.Kernel().UseFloat64()
 	}
 	for _, n := range gr.g.AllNodes() {
-		if op, ok := n.Op().(*ops.ConvOp); ok {
+		switch op := n.Op().(type) {
+		case *ops.ConvOp:
+			op.Kernel().UseFloat64()
+		case *ops.ResNetOp:
 			op.Kernel().UseFloat64()
 		}
 	}

@@ -103,8 +103,17 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 		}
 		ops.InitConvParams(*s, rng, ws, bs)
 	}
+	if cfg.UsesResNet() {
+		// He-initialized convolutions, γ = 1, β = 0 (see
+		// ops.InitResNetParams).
+		var data [][]float64
+		for _, p := range cfg.ResNet.Params() {
+			data = append(data, ps.add(resnetParam(p.Name), p.Shape...).Data)
+		}
+		ops.InitResNetParams(*cfg.ResNet, rng, data)
+	}
 	for i, w := range cfg.EmbedHidden {
-		if cfg.Conv != nil {
+		if cfg.Conv != nil || cfg.UsesResNet() {
 			break
 		}
 		wt := ps.add(fmt.Sprintf("embed.W%d", i), prev, w).Data
@@ -184,6 +193,25 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 		spec.Init(rng, ps.add("flow.theta", spec.NumParams()).Data)
 	}
 	return ps
+}
+
+// resnetParam is the model's name of a ResNet parameter (ops.ResNetSpec's
+// names are the network's own).
+func resnetParam(name string) string { return "resnet." + name }
+
+// bnBuffers returns the running statistics of a ResNet's batch norms as
+// named non-trainable tensors sharing bn's storage, in the network's
+// convolution order: per convolution its means, then its variances.
+func bnBuffers(spec *ResNetSpec, bn []ops.BNStats) []*Param {
+	if spec == nil || bn == nil {
+		return nil
+	}
+	var bs []*Param
+	for l, c := range spec.Convs() {
+		bs = append(bs, &Param{Name: resnetParam(c.Name + ".bn.mean"), Shape: []int{c.Out}, Data: bn[l].Mean},
+			&Param{Name: resnetParam(c.Name + ".bn.var"), Shape: []int{c.Out}, Data: bn[l].Var})
+	}
+	return bs
 }
 
 // embedOutputGain scales the initial weights of ψ's last layer.

@@ -72,7 +72,7 @@ func buildStaged(bp blueprint, sh shape) (*staged, error) {
 	if cfg.Kernel != KernelVRF {
 		st.dirs = 0
 	}
-	if st.dirs > 0 && cfg.Conv == nil && !cfg.Classify() {
+	if st.dirs > 0 && cfg.Conv == nil && !cfg.UsesResNet() && !cfg.Classify() {
 		st.mlp = newMLPSummary(cfg, ps, bp.inDim, bp.outDim)
 	}
 	n := min(taskStages, sh.T)
@@ -124,6 +124,20 @@ func (st *staged) close() {
 			gr.vm.Close()
 		}
 	}
+}
+
+// foldBN folds the batch statistics of the step's task stages into the
+// running statistics of a ResNet ψ, range by range; the summary passes saw
+// the same support images and are not counted again.
+func (st *staged) foldBN() error {
+	for _, gr := range st.tasks {
+		for _, n := range gr.resnets {
+			if err := n.FoldRunning(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // parallel runs fn(r) for every task range as the stages of the model's

@@ -4,12 +4,14 @@
 // test checks.
 //
 // Files go by piece and responsibility: a piece's spec (flow_spec.go,
-// conv_spec.go), its kernel (flow_kernel.go and flow_backward.go, conv.go,
-// conv_wino.go and conv_math.go, krr.go, lstm.go, rff.go, rbf.go,
-// attention.go), its gorgonia ops (flow_op.go, conv_op.go, krr_op.go,
-// lstm_op.go; the smaller pieces keep kernel and op in one file), and its
-// float64 reference in the tests (flow_ref_test.go, conv_ref_test.go). The
-// flow and the convolution share their float32/float64 helpers (float.go).
+// conv_spec.go, resnet_spec.go), its kernel (flow_kernel.go and
+// flow_backward.go, conv.go, conv_wino.go and conv_math.go, resnet.go,
+// resnet_backward.go and resnet_conv.go with batchnorm.go, krr.go, lstm.go,
+// rff.go, rbf.go, attention.go), its gorgonia ops (flow_op.go, conv_op.go,
+// resnet_op.go, krr_op.go, lstm_op.go; the smaller pieces keep kernel and
+// op in one file), and its float64 reference in the tests
+// (flow_ref_test.go, conv_ref_test.go, resnet_ref_test.go). The flow and
+// the convolutions share their float32/float64 helpers (float.go).
 // The small ops of the ELBO and the graph plumbing (dense.go, gauss.go,
 // classify.go, bmm.go, shapeops.go) are pairs of forward and backward
 // kernels adapted by kernelOp (kernelop.go).
@@ -32,7 +34,7 @@
 // concurrent stages (Pool.Stages), that model's ops keep to one goroutine
 // each.
 //
-// The coupling flow and the convolution, the largest costs, compute in
+// The coupling flow and the convolutions, the largest costs, compute in
 // float32 with the AVX2/FMA kernels of internal/sgemm; their float64
 // instantiation of the same code (UseFloat64) is what the finite-difference
 // tests check. Everything else computes in float64, its matrix products on

@@ -1,0 +1,176 @@
+package ops
+
+// The ResNet's geometry and the loops its convolutions need beyond
+// conv_math.go's: im2col and col2im of any kernel size and stride with
+// TensorFlow's SAME padding, and the stem's 3×3 stride-2 max-pool.
+
+// resConv is one convolution with how the kernel computes it.
+type resConv struct {
+	ResNetConv
+	pt, pl int  // padding before the first row and column
+	p, po  int  // input and output pixels
+	kk     int  // im2col width K·K·In, tap-major (tap·In + c)
+	group  int  // images per forward product
+	direct bool // 1×1 stride 1: the input is its own im2col
+	im3    bool // 3×3 stride 1: convIm2col's case
+	uw     int  // im2col columns per weight-gradient unit
+}
+
+// resBlock holds the convolutions of one BasicBlock; proj is −1 for an
+// identity shortcut.
+type resBlock struct{ c1, c2, proj int }
+
+// resGroupRows is the number of output pixels a forward product should
+// have at least: small maps are batched over images (as convGroupRows).
+const resGroupRows = 256
+
+// resUnitRows is the depth of a weight-gradient product: rows of the
+// batch's im2col taken at a time, whose float32 products are summed in
+// float64.
+const resUnitRows = 1024
+
+func resLayers(s ResNetSpec) ([]resConv, []resBlock) {
+	cs := s.Convs()
+	cv := make([]resConv, len(cs))
+	for l, c := range cs {
+		_, pt := sameOut(c.Height, c.K, c.Stride)
+		_, pl := sameOut(c.Width, c.K, c.Stride)
+		rc := resConv{ResNetConv: c, pt: pt, pl: pl, p: c.Height * c.Width, po: c.OutHeight * c.OutWidth, kk: c.FanIn()}
+		rc.direct = c.K == 1 && c.Stride == 1
+		rc.im3 = c.K == 3 && c.Stride == 1
+		rc.group = max(1, resGroupRows/rc.po)
+		// Weight-gradient units of ~1/8 of the columns (16 to 128, a
+		// multiple of 8): enough units for the cores, wide enough for the
+		// product's kernel.
+		rc.uw = min(rc.kk, min(128, max(16, (rc.kk/8+7)/8*8)))
+		cv[l] = rc
+	}
+	var bs []resBlock
+	for i := 1; i < len(cv); {
+		b := resBlock{c1: i, c2: i + 1, proj: -1}
+		i += 2
+		if i < len(cv) && cv[i].K == 1 {
+			b.proj = i
+			i++
+		}
+		bs = append(bs, b)
+	}
+	return cv, bs
+}
+
+// resIm2col writes, for the output pixels r0 … r1−1 of the batch (row r is
+// pixel r mod po of image r / po), im2col columns c0 … c1−1 into dst (row
+// stride ldd): per tap (ky, kx row-major) the In channels of the input
+// pixel it reads, zeros where that is padding.
+func resIm2col[F float](dst []F, ldd int, src []F, cv *resConv, r0, r1, c0, c1 int) {
+	cin, k := cv.In, cv.K
+	for r := r0; r < r1; r++ {
+		i, q := r/cv.po, r%cv.po
+		y0, x0 := (q/cv.OutWidth)*cv.Stride-cv.pt, (q%cv.OutWidth)*cv.Stride-cv.pl
+		img := src[i*cv.p*cin : (i+1)*cv.p*cin]
+		row := dst[(r-r0)*ldd : (r-r0)*ldd+c1-c0]
+		for j := c0; j < c1; {
+			tap, ch := j/cin, j%cin
+			n := min(cin-ch, c1-j)
+			seg := row[j-c0 : j-c0+n]
+			if iy, ix := y0+tap/k, x0+tap%k; iy < 0 || iy >= cv.Height || ix < 0 || ix >= cv.Width {
+				clear(seg)
+			} else {
+				copy(seg, img[(iy*cv.Width+ix)*cin+ch:])
+			}
+			j += n
+		}
+	}
+}
+
+// resCol2im adds the im2col-shaped gradient col (all kk columns, rows of
+// output pixels r0 … r1−1) into the gradient dst of the input images.
+func resCol2im[F float](dst, col []F, cv *resConv, r0, r1 int) {
+	cin, k := cv.In, cv.K
+	for r := r0; r < r1; r++ {
+		i, q := r/cv.po, r%cv.po
+		y0, x0 := (q/cv.OutWidth)*cv.Stride-cv.pt, (q%cv.OutWidth)*cv.Stride-cv.pl
+		img := dst[i*cv.p*cin : (i+1)*cv.p*cin]
+		row := col[(r-r0)*cv.kk : (r-r0+1)*cv.kk]
+		for tap := range k * k {
+			iy, ix := y0+tap/k, x0+tap%k
+			if iy < 0 || iy >= cv.Height || ix < 0 || ix >= cv.Width {
+				continue
+			}
+			d := img[(iy*cv.Width+ix)*cin : (iy*cv.Width+ix+1)*cin]
+			for c, v := range row[tap*cin : (tap+1)*cin] {
+				d[c] += v
+			}
+		}
+	}
+}
+
+// resPool is the stem's max-pool: 3×3 windows, stride 2, SAME.
+type resPool struct {
+	h, w, c  int // input
+	ho, wo   int // output
+	pt, pl   int
+	pin, pou int // input and output values per image
+}
+
+func newResPool(stem ResNetConv) resPool {
+	p := resPool{h: stem.OutHeight, w: stem.OutWidth, c: stem.Out}
+	p.ho, p.pt = sameOut(p.h, 3, 2)
+	p.wo, p.pl = sameOut(p.w, 3, 2)
+	p.pin, p.pou = p.h*p.w*p.c, p.ho*p.wo*p.c
+	return p
+}
+
+// forward pools one image, recording in arg which tap of each window won
+// (the first of equal values).
+func resPoolForward[F float](pl *resPool, out []F, arg []uint8, in []F) {
+	c := pl.c
+	for oy := range pl.ho {
+		for ox := range pl.wo {
+			o := out[(oy*pl.wo+ox)*c : (oy*pl.wo+ox+1)*c]
+			a := arg[(oy*pl.wo+ox)*c : (oy*pl.wo+ox+1)*c]
+			first := true
+			for tap := range 9 {
+				iy, ix := 2*oy-pl.pt+tap/3, 2*ox-pl.pl+tap%3
+				if iy < 0 || iy >= pl.h || ix < 0 || ix >= pl.w {
+					continue
+				}
+				v := in[(iy*pl.w+ix)*c : (iy*pl.w+ix+1)*c]
+				if first {
+					copy(o, v)
+					for ch := range a {
+						a[ch] = uint8(tap)
+					}
+					first = false
+					continue
+				}
+				for ch, x := range v {
+					if x > o[ch] {
+						o[ch], a[ch] = x, uint8(tap)
+					}
+				}
+			}
+		}
+	}
+}
+
+// resPoolBackward writes the gradient w.r.t. one image's pooling input:
+// each window's gradient goes to its maximum, and only where that is
+// positive, which is where the ReLU before the pool let it through.
+func resPoolBackward[F float](pl *resPool, gin, gout, out []F, arg []uint8) {
+	clear(gin)
+	c := pl.c
+	for oy := range pl.ho {
+		for ox := range pl.wo {
+			w := (oy*pl.wo + ox) * c
+			for ch := range c {
+				if out[w+ch] <= 0 {
+					continue
+				}
+				tap := int(arg[w+ch])
+				iy, ix := 2*oy-pl.pt+tap/3, 2*ox-pl.pl+tap%3
+				gin[(iy*pl.w+ix)*c+ch] += gout[w+ch]
+			}
+		}
+	}
+}
