@@ -254,6 +254,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
 	fs.Int("image-size", 0, "image presets: the side images are resized to (--set image_size; default: the preset's, 84 for folder presets)")
 	fs.Int("channels", 0, "image presets: 1 (grey) or 3 (RGB) (--set channels; folder presets: default read from the first image)")
+	fs.String("backbone", "", "image presets: ψ, conv4, conv5 or resnet18 (--set backbone)")
 	fs.Int("way", 0, "classification: classes per task (--set way)")
 	fs.Int("shot", 0, "support examples per class (per task for regression) (--set shot)")
 	fs.Int("query", 0, "query examples per class in training (--set query)")
@@ -277,7 +278,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
 	}
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources", "way", "shot", "query"} {
+		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources", "way", "shot", "query", "backbone"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
 			}
@@ -313,7 +314,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if *preset == "" {
 			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
 		}
-		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources", "way", "shot", "query")
+		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources", "way", "shot", "query", "backbone")
 		if err != nil {
 			return fail(stderr, err)
 		}
@@ -382,13 +383,14 @@ func folderSources(dir, split, family string, c engine.Config) (presets.Sources,
 	if split != "all" && split != "test" {
 		return presets.Sources{}, fmt.Errorf("eval: --split %q: want all or test", split)
 	}
-	if !c.Classify() || c.Conv == nil {
-		return presets.Sources{}, fmt.Errorf("eval: --folder needs an image model (a convolutional ψ); this is a %s run", family)
+	ch, h, w, ok := presets.ImageInput(c)
+	if !c.Classify() || !ok {
+		return presets.Sources{}, fmt.Errorf("eval: --folder needs an image model (a convolutional or ResNet ψ); this is a %s run", family)
 	}
-	if c.Conv.Height != c.Conv.Width {
-		return presets.Sources{}, fmt.Errorf("eval: the model takes %d×%d images; --folder reads square ones", c.Conv.Height, c.Conv.Width)
+	if h != w {
+		return presets.Sources{}, fmt.Errorf("eval: the model takes %d×%d images; --folder reads square ones", h, w)
 	}
-	set, err := datasets.LoadFolder(dir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: c.Conv.Height}, SplitSeed: 1})
+	set, err := datasets.LoadFolder(dir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: h}, SplitSeed: 1})
 	if err != nil {
 		return presets.Sources{}, err
 	}
@@ -396,7 +398,7 @@ func folderSources(dir, split, family string, c engine.Config) (presets.Sources,
 	if err != nil {
 		return presets.Sources{}, fmt.Errorf("eval: %s has no %s classes (%v); use --split all", dir, split, err)
 	}
-	mode := datasets.PixelMode{Channels: c.Conv.Channels, Ink: family == "omniglot", Signed: family == "metadataset"}
+	mode := datasets.PixelMode{Channels: ch, Ink: family == "omniglot", Signed: family == "metadataset"}
 	conv, err := datasets.Convert(cs, mode, family)
 	if err != nil {
 		return presets.Sources{}, err

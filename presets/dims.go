@@ -12,6 +12,8 @@ func Dims(family string, cfg engine.Config) (in, out int) {
 	switch {
 	case cfg.Conv != nil:
 		in = cfg.Conv.Channels * cfg.Conv.Height * cfg.Conv.Width
+	case cfg.ResNet != nil:
+		in = cfg.ResNet.InDim()
 	case family == "embeddings":
 		in = 640
 	default:
@@ -32,6 +34,20 @@ func DataBytes(family string, cfg engine.Config) uint64 {
 		return 1 << 30
 	case cfg.Conv != nil:
 		return 1<<30 + 60000*uint64(cfg.Conv.Channels*cfg.Conv.Height*cfg.Conv.Width)
+	case cfg.ResNet != nil:
+		return 1<<30 + 60000*uint64(cfg.ResNet.InDim())
 	}
 	return 1<<30 + 60000*640*8
+}
+
+// ImageInput is the image an image model takes — channels, height, width
+// of its Conv or ResNet ψ — and false for a model of other inputs.
+func ImageInput(cfg engine.Config) (ch, h, w int, ok bool) {
+	switch {
+	case cfg.Conv != nil:
+		return cfg.Conv.Channels, cfg.Conv.Height, cfg.Conv.Width, true
+	case cfg.ResNet != nil:
+		return cfg.ResNet.Channels, cfg.ResNet.Height, cfg.ResNet.Width, true
+	}
+	return 0, 0, 0, false
 }

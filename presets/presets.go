@@ -267,18 +267,18 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		if dataDir == "" {
 			return Sources{}, errors.New("the folder presets read your own images: give --data DIR, DIR holding one folder of images per class (or train/, val/ and test/ folders of them)")
 		}
-		c := cfg.Conv
-		if c == nil || c.Height != c.Width {
-			return Sources{}, errors.New("the folder family needs a square convolutional input (set image_size)")
+		ch, h, w, ok := ImageInput(cfg)
+		if !ok || h != w {
+			return Sources{}, errors.New("the folder family needs a square image input (set image_size)")
 		}
-		set, err := datasets.LoadFolder(dataDir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: c.Height}, SplitSeed: 1})
+		set, err := datasets.LoadFolder(dataDir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: h}, SplitSeed: 1})
 		if errors.Is(err, datasets.ErrNoFolder) {
 			return Sources{}, fmt.Errorf("%w; point --data at a folder holding one folder of images per class", err)
 		}
 		if err != nil {
 			return Sources{}, err
 		}
-		mode := datasets.PixelMode{Channels: c.Channels}
+		mode := datasets.PixelMode{Channels: ch}
 		var s Sources
 		for _, sp := range []struct {
 			name  string
@@ -511,16 +511,16 @@ func mdOpener(cfg engine.Config, dataDir string, embed bool) ([]string, func(str
 			}, nil
 		}, nil
 	}
-	c := cfg.Conv
-	if c == nil || c.Height != c.Width || c.Channels != 3 {
-		return nil, nil, errors.New("Meta-Dataset images need a square three-channel convolutional input")
+	ch, side, w, ok := ImageInput(cfg)
+	if !ok || side != w || ch != 3 {
+		return nil, nil, errors.New("Meta-Dataset images need a square three-channel image input")
 	}
 	present, err := datasets.MetaDatasetSources(dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	return present, func(name string) (mdSplits, error) {
-		s, err := datasets.LoadMetaDatasetSource(dataDir, name, c.Height, datasets.ImageOptions{})
+		s, err := datasets.LoadMetaDatasetSource(dataDir, name, side, datasets.ImageOptions{})
 		if err != nil {
 			return nil, err
 		}

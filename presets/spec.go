@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/ops"
 )
 
 // Spec names one run: a preset, one of its variants and overrides of the
@@ -110,6 +111,37 @@ func classifies(c *engine.Config) bool  { return c.Classify() }
 func hasFlows(c *engine.Config) bool    { return c.FlowLayers > 0 }
 func hasMLPEmbed(c *engine.Config) bool { return c.Conv == nil }
 func usesConv(c *engine.Config) bool    { return c.Conv != nil }
+func usesImages(c *engine.Config) bool  { return c.Conv != nil || c.ResNet != nil }
+
+// setBackbone swaps an image preset's ψ, keeping its input: conv4 (four
+// blocks, SAME pooling), conv5 (five, floor pooling, as the paper's 84×84
+// presets) or resnet18 (the Meta-Dataset backbone, 256-d features). An
+// unknown name is left for Validate to name.
+func setBackbone(c *engine.Config, v any) {
+	ch, h, w := 0, 0, 0
+	var filters int
+	keep := 1.0
+	switch {
+	case c.Conv != nil:
+		ch, h, w, filters, keep = c.Conv.Channels, c.Conv.Height, c.Conv.Width, c.Conv.Filters, c.Conv.Keep
+	case c.ResNet != nil:
+		ch, h, w, filters = c.ResNet.Channels, c.ResNet.Height, c.ResNet.Width, 64
+	}
+	switch v.(string) {
+	case "conv4", "conv5":
+		blocks := 4
+		if v.(string) == "conv5" {
+			blocks = 5
+		}
+		c.Backbone, c.ResNet = "", nil
+		c.Conv = &engine.ConvSpec{Channels: ch, Height: h, Width: w, Blocks: blocks, Filters: filters, Keep: keep, FloorPool: blocks == 5}
+	case engine.BackboneResNet18:
+		r := ops.ResNet18(ch, h, w)
+		c.Backbone, c.ResNet, c.Conv = engine.BackboneResNet18, &r, nil
+	default:
+		c.Backbone = v.(string)
+	}
+}
 
 func intField(f func(c *engine.Config) *int) func(*engine.Config, any) {
 	return func(c *engine.Config, v any) { *f(c) = v.(int) }
@@ -146,8 +178,21 @@ var overrides = []override{
 	{"infer_hidden", KindInt, "width of the inference network and the LSTM", always, intField(func(c *engine.Config) *int { return &c.InferHidden })},
 	{"infer_layers", KindInt, "layers of the inference network", always, intField(func(c *engine.Config) *int { return &c.InferLayers })},
 	{"prior_hidden", KindInt, "width of the prior network", always, intField(func(c *engine.Config) *int { return &c.PriorHidden })},
-	{"image_size", KindInt, "height and width images are resized to (the input of ψ)", usesConv, func(c *engine.Config, v any) { c.Conv.Height, c.Conv.Width = v.(int), v.(int) }},
-	{"channels", KindInt, "image channels: 1 (grey) or 3 (RGB)", usesConv, func(c *engine.Config, v any) { c.Conv.Channels = v.(int) }},
+	{"backbone", KindString, "ψ of an image preset: conv4, conv5 or resnet18", usesImages, setBackbone},
+	{"image_size", KindInt, "height and width images are resized to (the input of ψ)", usesImages, func(c *engine.Config, v any) {
+		if c.ResNet != nil {
+			c.ResNet.Height, c.ResNet.Width = v.(int), v.(int)
+			return
+		}
+		c.Conv.Height, c.Conv.Width = v.(int), v.(int)
+	}},
+	{"channels", KindInt, "image channels: 1 (grey) or 3 (RGB)", usesImages, func(c *engine.Config, v any) {
+		if c.ResNet != nil {
+			c.ResNet.Channels = v.(int)
+			return
+		}
+		c.Conv.Channels = v.(int)
+	}},
 	{"sources", KindWordList, "Meta-Dataset: the sources to train on (e.g. ilsvrc_2012 or aircraft,cu_birds; refused by other families when the run starts)", always, func(c *engine.Config, v any) { c.Sources = slices.Clone(v.([]string)) }},
 	{"test_sources", KindWordList, "Meta-Dataset: the sources to test on (default: every source present)", always, func(c *engine.Config, v any) { c.TestSources = slices.Clone(v.([]string)) }},
 	{"conv_filters", KindInt, "filters of each convolutional block of ψ", func(c *engine.Config) bool { return c.Conv != nil }, func(c *engine.Config, v any) { c.Conv.Filters = v.(int) }},
