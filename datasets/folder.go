@@ -274,6 +274,9 @@ func (c *Converted) scale(v float64) float64 {
 // family has (1 for a grey PNG or JPEG, else 3), the default of a folder
 // preset's channels.
 func FolderChannels(dir string) (int, error) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return 0, fmt.Errorf("%w: %s is not a folder (want DIR/<class>/*.png|jpg, or DIR/train/<class>/…)", ErrNoFolder, dir)
+	}
 	layout, err := folderLayout(dir, FolderOptions{})
 	if err != nil {
 		return 0, err
