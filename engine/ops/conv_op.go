@@ -201,39 +201,15 @@ func (op *ConvOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error
 }
 
 // DiffWRT implements gorgonia.SDOp: not x, every weight and bias.
-func (op *ConvOp) DiffWRT(n int) []bool {
-	d := make([]bool, n)
-	for i := 1; i < n; i++ {
-		d[i] = true
-	}
-	return d
-}
+func (op *ConvOp) DiffWRT(n int) []bool { return paramsDiffWRT(n) }
 
 // SymDiff implements gorgonia.SDOp with one gradient node per weight and
 // bias. The first of them to run does the whole backward pass; the others
 // copy their part of it.
 func (op *ConvOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	if len(inputs) != op.Arity() {
-		return nil, fmt.Errorf("conv: SymDiff got %d inputs, want %d", len(inputs), op.Arity())
-	}
-	// The gradient nodes share one set of gradient buffers, so a second
-	// set could interleave with the first.
-	if op.diffed {
-		return nil, fmt.Errorf("conv: %v is already differentiated; it supports one backward pass", op)
-	}
-	op.diffed = true
-	args := append(append(G.Nodes{}, inputs...), output, grad)
-	ret := make(G.Nodes, len(inputs))
-	for i := 1; i < len(inputs); i++ {
-		g := &convGradOp{opBase: base(fmt.Sprintf("ConvGrad#%d/%d", op.id, i), ""),
-			wrtInput: wrtInput{fn: "conv gradient", arity: op.Arity() + 2, wrt: i}, op: op}
-		n, err := G.ApplyOp(g, args...)
-		if err != nil {
-			return nil, fmt.Errorf("conv: %w", err)
-		}
-		ret[i] = n
-	}
-	return ret, nil
+	return paramGrads("conv", op.Arity(), &op.diffed, inputs, output, grad, func(i int, w wrtInput) G.Op {
+		return &convGradOp{opBase: base(fmt.Sprintf("ConvGrad#%d/%d", op.id, i), ""), wrtInput: w, op: op}
+	})
 }
 
 // backward runs the kernel's Backward once per forward run.

@@ -130,3 +130,38 @@ var (
 	f64T2 = G.TensorType{Dims: 2, Of: G.Float64}
 	f64T3 = G.TensorType{Dims: 3, Of: G.Float64}
 )
+
+// paramsDiffWRT is the DiffWRT of a network op whose first input is the
+// data and the others its parameters: every parameter, not the data.
+func paramsDiffWRT(n int) []bool {
+	d := make([]bool, n)
+	for i := 1; i < n; i++ {
+		d[i] = true
+	}
+	return d
+}
+
+// paramGrads is the SymDiff of such an op (name in messages, arity its
+// inputs): one gradient node per parameter, made by grad(i, w) with w the
+// node's wrtInput, each taking the op's inputs, output and output
+// gradient. The gradient nodes share the op's one set of gradient
+// buffers, so the op is differentiated once: diffed records it.
+func paramGrads(name string, arity int, diffed *bool, inputs G.Nodes, output, grad *G.Node, mk func(i int, w wrtInput) G.Op) (G.Nodes, error) {
+	if len(inputs) != arity {
+		return nil, fmt.Errorf("%s: SymDiff got %d inputs, want %d", name, len(inputs), arity)
+	}
+	if *diffed {
+		return nil, fmt.Errorf("%s: already differentiated; it supports one backward pass", name)
+	}
+	*diffed = true
+	args := append(append(G.Nodes{}, inputs...), output, grad)
+	ret := make(G.Nodes, len(inputs))
+	for i := 1; i < len(inputs); i++ {
+		n, err := G.ApplyOp(mk(i, wrtInput{fn: name + " gradient", arity: arity + 2, wrt: i}), args...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		ret[i] = n
+	}
+	return ret, nil
+}

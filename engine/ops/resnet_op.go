@@ -191,37 +191,15 @@ func (op *ResNetOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, err
 }
 
 // DiffWRT implements gorgonia.SDOp: not x, every parameter.
-func (op *ResNetOp) DiffWRT(n int) []bool {
-	d := make([]bool, n)
-	for i := 1; i < n; i++ {
-		d[i] = true
-	}
-	return d
-}
+func (op *ResNetOp) DiffWRT(n int) []bool { return paramsDiffWRT(n) }
 
 // SymDiff implements gorgonia.SDOp with one gradient node per parameter.
 // The first of them to run does the whole backward pass; the others copy
 // their part of it.
 func (op *ResNetOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
-	if len(inputs) != op.Arity() {
-		return nil, fmt.Errorf("resnet: SymDiff got %d inputs, want %d", len(inputs), op.Arity())
-	}
-	if op.diffed {
-		return nil, fmt.Errorf("resnet: %v is already differentiated; it supports one backward pass", op)
-	}
-	op.diffed = true
-	args := append(append(G.Nodes{}, inputs...), output, grad)
-	ret := make(G.Nodes, len(inputs))
-	for i := 1; i < len(inputs); i++ {
-		g := &resNetGradOp{opBase: base(fmt.Sprintf("ResNetGrad#%d/%d", op.id, i), ""),
-			wrtInput: wrtInput{fn: "resnet gradient", arity: op.Arity() + 2, wrt: i}, op: op}
-		n, err := G.ApplyOp(g, args...)
-		if err != nil {
-			return nil, fmt.Errorf("resnet: %w", err)
-		}
-		ret[i] = n
-	}
-	return ret, nil
+	return paramGrads("resnet", op.Arity(), &op.diffed, inputs, output, grad, func(i int, w wrtInput) G.Op {
+		return &resNetGradOp{opBase: base(fmt.Sprintf("ResNetGrad#%d/%d", op.id, i), ""), wrtInput: w, op: op}
+	})
 }
 
 // backward runs the kernel's Backward once per forward run.
