@@ -36,6 +36,14 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		}
 		todo = append(todo, u.Index)
 	}
+	// The workers run this build, wherever the sweep was started from.
+	bin, err := selfPath()
+	if err == nil {
+		err = sweep.SetBinary(dir, bin)
+	}
+	if err != nil {
+		return fail(stderr, err), false
+	}
 	ctx, cancel := stopContext()
 	defer cancel()
 	if len(todo) == 0 && !dry {
@@ -51,8 +59,7 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 	if engineName == "slurm" {
 		return runSlurm(ctx, dir, todo, wait, dry, quiet, stdout, stderr)
 	}
-	m, _ := sweep.Load(dir)
-	l := &sweep.Local{Dir: dir, Binary: m.Binary, Jobs: jobs}
+	l := &sweep.Local{Dir: dir, Binary: bin, Jobs: jobs}
 	if !quiet {
 		l.Event = func(e sweep.LocalEvent) {
 			switch {

@@ -173,3 +173,14 @@ type Submission struct {
 func Submissions(dir string) ([]Submission, error) {
 	return runfile.Read[Submission](filepath.Join(dir, FileJobs))
 }
+
+// SetBinary records binary as the mkbench executable the sweep's workers
+// run, so that a sweep resumed by a newer (or moved) build runs that one.
+func SetBinary(dir, binary string) error {
+	m, err := Load(dir)
+	if err != nil || m.Binary == binary {
+		return err
+	}
+	m.Binary = binary
+	return runfile.WriteJSON(filepath.Join(dir, FileManifest), m, runfile.Shared)
+}
