@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -134,38 +133,30 @@ func LoadMetaDatasetSource(dir, name string, side int, opts ImageOptions) (*MDSo
 // readClassRecords reads the images of a class file's records, checking
 // that each is an Example with one image and the class's label.
 func readClassRecords(path string, class int) ([][]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("datasets: %w", err)
-	}
-	defer f.Close()
-	r := tfrecord.NewReader(f, path)
 	var out [][]byte
-	for i := 0; ; i++ {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("datasets: %w", err)
-		}
+	err := tfrecord.Scan(path, func(i int, rec []byte) error {
 		ex, err := tfrecord.DecodeExample(rec)
 		if err != nil {
-			return nil, fmt.Errorf("datasets: %s: record %d: %w", path, i, err)
+			return fmt.Errorf("%s: record %d: %w", path, i, err)
 		}
 		img, err := ex.OneBytes("image")
 		if err != nil {
-			return nil, fmt.Errorf("datasets: %s: record %d: %w", path, i, err)
+			return fmt.Errorf("%s: record %d: %w", path, i, err)
 		}
 		label, err := ex.OneInt64("label")
 		if err != nil {
-			return nil, fmt.Errorf("datasets: %s: record %d: %w", path, i, err)
+			return fmt.Errorf("%s: record %d: %w", path, i, err)
 		}
 		if label != int64(class) {
-			return nil, fmt.Errorf("datasets: %s: record %d has label %d, but the file holds class %d", path, i, label, class)
+			return fmt.Errorf("%s: record %d has label %d, but the file holds class %d", path, i, label, class)
 		}
 		out = append(out, img)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
 	}
+	return out, nil
 }
 
 // MDEpisodes draws fixed way-way shot-shot episodes from one or several
