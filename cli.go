@@ -284,6 +284,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 			}
 		}
 		dir = *resume
+		recordedData(dir, set, data)
 		var done int
 		if _, err := os.Stat(filepath.Join(dir, engine.FileCheckpoint)); errors.Is(err, os.ErrNotExist) {
 			// Stopped before its first checkpoint: the engine starts its
@@ -354,7 +355,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintln(stdout, start)
 	}
 	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-		Budget: time.Duration(*minutes * float64(time.Minute))}
+		Budget: time.Duration(*minutes * float64(time.Minute)), Data: absData(*data)}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
 		fmt.Fprintf(stderr, "mkbench: note: %s\n", n)
@@ -516,6 +517,30 @@ func progressPrinter(w io.Writer) engine.Observer {
 	})
 }
 
+// absData is the data folder a run records: absolute, so that resuming
+// from another working directory finds it; "" stays "" (the default).
+func absData(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
+// recordedData sets *data to the data folder run directory dir recorded
+// when it started, unless --data was given. A config.json that is missing
+// or damaged (the checkpoint still holds the run) leaves the default.
+func recordedData(dir string, set map[string]bool, data *string) {
+	if set["data"] {
+		return
+	}
+	if rc, err := engine.ReadRunConfig(dir); err == nil {
+		*data = rc.Data
+	}
+}
+
 func cmdEval(args []string, stdout, stderr *os.File) int {
 	fs := newFlags("eval")
 	run := fs.String("run", "", "run directory to evaluate")
@@ -555,6 +580,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
+	recordedData(*run, set, data)
 	if note != "" {
 		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
 	}

@@ -122,6 +122,13 @@ type Config struct {
 	Way   int `json:"way,omitempty"`
 	Shot  int `json:"shot"`  // support points per task (per class when classifying)
 	Query int `json:"query"` // query points per task in training (per class when classifying)
+	// Varying makes episodes vary in way, shots per class and query size,
+	// drawn by the task source (a task.Varying: Meta-Dataset's sampler),
+	// one episode per step. Way, Shot and Query are then the bounds of a
+	// drawn episode: the largest way, the largest support set (not per
+	// class) and the largest query per class, which the source enforces
+	// and memory estimates size for.
+	Varying bool `json:"varying,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -145,8 +152,14 @@ type Config struct {
 // Classify reports whether tasks are classification tasks.
 func (c Config) Classify() bool { return c.Way > 0 }
 
-// SupportPoints is the number of support rows of a task.
-func (c Config) SupportPoints() int { return c.Shot * max(c.Way, 1) }
+// SupportPoints is the number of support rows of a task
+// (with Varying, the largest support set).
+func (c Config) SupportPoints() int {
+	if c.Varying {
+		return c.Shot
+	}
+	return c.Shot * max(c.Way, 1)
+}
 
 // QueryPoints is the number of query rows of a training task.
 func (c Config) QueryPoints() int { return c.Query * max(c.Way, 1) }
@@ -282,6 +295,9 @@ func (c Config) Validate() error {
 	}
 	if c.Way == 1 {
 		errs = append(errs, errors.New("way must be at least 2: a 1-way task has one class, so every prediction is right"))
+	}
+	if c.Varying && (c.Way == 0 || c.MetaBatch != 1) {
+		errs = append(errs, fmt.Errorf("varying episodes are classification episodes drawn one per step: need way ≥ 2 and meta_batch 1, got way %d, meta_batch %d", c.Way, c.MetaBatch))
 	}
 	if c.ValEvery > 0 && c.ValTasks <= 0 {
 		errs = append(errs, errors.New("val_every needs val_tasks > 0"))

@@ -88,21 +88,30 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 	state := m.State.clone()
 	var b task.Batch
 	var mean, prob []float64
-	ns, nq := c.SupportPoints(), query*max(c.Way, 1)
-	out := src.OutDim()
+	vary, _ := src.(task.Varying)
+	if vary != nil {
+		// The sampler draws each episode's query size.
+		res.Query = 0
+	}
 	for batch := 0; len(res.PerTask) < tasks; batch++ {
 		select {
 		case <-m.cancel:
 			return res, fmt.Errorf("engine: evaluation stopped after %d of %d tasks: %w", len(res.PerTask), tasks, context.Canceled)
 		default:
 		}
+		// Varying episodes go one at a time, each in its own shape.
 		T := min(c.MetaBatch, tasks-len(res.PerTask))
-		gr, err := m.graph(shape{T: T, NS: ns, NQ: nq})
+		if vary != nil {
+			vary.SampleVarying(taskRNG, &b)
+		} else {
+			b.Resize(T, c.SupportPoints(), query*max(c.Way, 1), src.InDim(), src.OutDim())
+			src.Sample(taskRNG, &b)
+		}
+		T, nq, out := b.T, b.NQ, b.OutDim
+		gr, err := m.graph(batchShape(&b, src))
 		if err != nil {
 			return res, err
 		}
-		b.Resize(T, ns, nq, src.InDim(), out)
-		src.Sample(taskRNG, &b)
 		n := len(b.YQ)
 		mean = task.Grow(mean, n)
 		clear(mean)
@@ -281,14 +290,18 @@ func (m *Model) omegaSteps(gr *graph) [][]float64 {
 // bases, so that the workbench can show them after each flow step.
 func (m *Model) basesDisplay(iter, which int) (*Display, error) {
 	c := m.Cfg
-	sh := shape{T: 1, NS: c.SupportPoints(), NQ: c.QueryPoints()}
-	gr, err := m.graph(sh)
+	var b task.Batch
+	rng := task.Stream(c.Seed, streamDisplayTask, uint64(which))
+	if v, ok := m.Src.(task.Varying); ok {
+		v.SampleVarying(rng, &b)
+	} else {
+		b.Resize(1, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
+		m.Src.Sample(rng, &b)
+	}
+	gr, err := m.graph(batchShape(&b, m.Src))
 	if err != nil {
 		return nil, err
 	}
-	var b task.Batch
-	b.Resize(1, sh.NS, sh.NQ, m.Src.InDim(), m.Src.OutDim())
-	m.Src.Sample(task.Stream(c.Seed, streamDisplayTask, uint64(which)), &b)
 	m.drawNoise(task.Stream(c.Seed, streamDisplayNoise, uint64(iter)*1024), 1)
 	st := m.State.clone()
 	if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {

@@ -12,7 +12,11 @@ import (
 // shape identifies a graph: one is built per distinct shape and reused.
 type shape struct {
 	T, NS, NQ int
-	train     bool // with KL, gradients and the optimizer's loss
+	// Way is the classes of a varying episode's graph (Config.Varying, or
+	// a fixed model evaluated on varying episodes); 0 for Config.Way.
+	// Its prototypes divide each class by its own shots (input yw).
+	Way   int
+	train bool // with KL, gradients and the optimizer's loss
 }
 
 // graph is one built gorgonia graph with its machine. It is not safe for
@@ -31,6 +35,7 @@ type graph struct {
 
 	// inputs
 	x, ys, yq, eps, phase, logq0c *G.Node
+	yw                            *G.Node    // a varying graph's ys over each class's shots
 	h0, c0                        [2]*G.Node // carried LSTM state per direction
 	hIn, seedH                    *G.Node    // a task stage's context input and a seeded stage's seed
 
@@ -98,6 +103,14 @@ type blueprint struct {
 	inDim, outDim int
 }
 
+// out is the width of the targets of a graph of shape sh.
+func (bp blueprint) out(sh shape) int {
+	if sh.Way > 0 {
+		return sh.Way
+	}
+	return bp.outDim
+}
+
 func (bp blueprint) builder(sh shape) *builder {
 	return &builder{graph: &graph{shape: sh, cfg: bp.cfg, g: G.NewGraph(), r: &graphReads{}},
 		ps: bp.ps, bn: bp.bn, pool: bp.pool, nodes: map[string]*G.Node{}}
@@ -163,7 +176,7 @@ func catchBuild(sh shape, err *error) {
 func buildGraph(bp blueprint, sh shape) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := bp.builder(sh)
-	inDim, outDim := bp.inDim, bp.outDim
+	inDim, outDim := bp.inDim, bp.out(sh)
 	T, NS := sh.T, sh.NS
 	b.x = b.input("x", T*(NS+sh.NQ), inDim)
 	b.ys = b.input("ys", T*NS, outDim)
@@ -252,7 +265,7 @@ func (b *builder) resnet(x *G.Node) *G.Node {
 func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
 	e, rows := Fs2, b.NS
 	if b.cfg.Classify() {
-		e, rows = must(G.Reshape(b.prototypes(Fs2, ys), tensor.Shape{b.T * b.cfg.Way, b.cfg.FeatureDim()})), b.cfg.Way
+		e, rows = must(G.Reshape(b.prototypes(Fs2, ys), tensor.Shape{b.T * b.way(), b.cfg.FeatureDim()})), b.way()
 	} else {
 		e = must(ops.ConcatCols(Fs2, ys))
 	}
@@ -262,12 +275,28 @@ func (b *builder) infer(Fs2, ys *G.Node) *G.Node {
 	return must(G.Mean(must(G.Reshape(e, tensor.Shape{b.T, rows, b.cfg.InferHidden})), 1))
 }
 
+// way is the number of classes of the graph's tasks.
+func (b *builder) way() int {
+	if b.Way > 0 {
+		return b.Way
+	}
+	return b.cfg.Way
+}
+
 // prototypes are the class means of the support features, (T, way, f):
-// Ysᵀ·Fs / shot with the one-hot support targets.
+// Ysᵀ·Fs / shot with the one-hot support targets. In a varying episode
+// shots differ between classes, and the input yw (ys with each class's
+// column over its shots, see setTargets) takes the place of Ys / shot.
 func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
 	c := b.cfg
-	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, c.Way}))
 	f3 := must(G.Reshape(Fs2, tensor.Shape{b.T, b.NS, c.FeatureDim()}))
+	if b.Way > 0 {
+		if b.yw == nil {
+			b.yw = b.input("yw", b.T*b.NS, b.Way)
+		}
+		return must(ops.BatchedMatMul(b.pool, must(G.Reshape(b.yw, tensor.Shape{b.T, b.NS, b.Way})), f3, true, false))
+	}
+	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, c.Way}))
 	return must(G.HadamardProd(must(ops.BatchedMatMul(b.pool, y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
 }
 
@@ -424,7 +453,7 @@ func buildSummary(bp blueprint, sh shape) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := bp.builder(sh)
 	b.x = b.input("xs", sh.T*sh.NS, bp.inDim)
-	b.ys = b.input("ys", sh.T*sh.NS, bp.outDim)
+	b.ys = b.input("ys", sh.T*sh.NS, bp.out(sh))
 	b.ctx = b.infer(b.embed(b.x), b.ys)
 	G.Read(b.ctx, &b.r.ctxV)
 	b.vm = G.NewTapeMachine(b.g)
@@ -438,7 +467,7 @@ func buildSeededSummary(bp blueprint, sh shape) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := bp.builder(sh)
 	b.x = b.input("xs", sh.T*sh.NS, bp.inDim)
-	b.ys = b.input("ys", sh.T*sh.NS, bp.outDim)
+	b.ys = b.input("ys", sh.T*sh.NS, bp.out(sh))
 	sbar := b.infer(b.embed(b.x), b.ys)
 	b.seedH = b.input("seed", sh.T, bp.cfg.InferHidden)
 	b.loss = must(G.Sum(must(G.HadamardProd(sbar, b.seedH))))
@@ -452,7 +481,7 @@ func buildSeededSummary(bp blueprint, sh shape) (gr *graph, err error) {
 func buildTask(bp blueprint, sh shape, weight float64) (gr *graph, err error) {
 	defer catchBuild(sh, &err)
 	b := bp.builder(sh)
-	cfg, inDim, outDim := bp.cfg, bp.inDim, bp.outDim
+	cfg, inDim, outDim := bp.cfg, bp.inDim, bp.out(sh)
 	T, NS, NQ := sh.T, sh.NS, sh.NQ
 	b.x = b.input("x", T*(NS+NQ), inDim)
 	b.ys = b.input("ys", T*NS, outDim)
@@ -537,6 +566,34 @@ func takeGrad(n *G.Node) ([]float64, error) {
 		return nil, fmt.Errorf("engine: gradient of %s has type %T", n.Name(), gv)
 	}
 	return gd.Data().([]float64), nil
+}
+
+// setTargets binds a batch's support targets ys (T·NS rows of gr's way)
+// to gr, with a varying graph's yw: each one-hot column over the number of
+// its class's support rows in the task.
+func (gr *graph) setTargets(ys []float64) {
+	setInput(gr.ys, ys)
+	if gr.yw == nil {
+		return
+	}
+	yw := dataOf(gr.yw.Value())
+	way := gr.Way
+	rows := gr.NS * way
+	count := make([]float64, way)
+	for t := 0; t < gr.T; t++ {
+		task := ys[t*rows : (t+1)*rows]
+		clear(count)
+		for i, v := range task {
+			count[i%way] += v
+		}
+		for i, v := range task {
+			if c := count[i%way]; c > 0 {
+				yw[t*rows+i] = v / c
+			} else {
+				yw[t*rows+i] = 0
+			}
+		}
+	}
 }
 
 func setInput(n *G.Node, data []float64) {

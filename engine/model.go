@@ -105,6 +105,12 @@ func NewModel(cfg Config, src task.Source) (*Model, error) {
 		return nil, fmt.Errorf("engine: the ResNet takes %d×%d×%d images (%d values), the task family %s gives %d values per input",
 			cfg.ResNet.Height, cfg.ResNet.Width, cfg.ResNet.Channels, cfg.ResNet.InDim(), src.Name(), src.InDim())
 	}
+	if _, ok := src.(task.Varying); ok != cfg.Varying {
+		if ok {
+			return nil, fmt.Errorf("engine: the task family %s draws episodes of varying way and shots: the config needs varying set", src.Name())
+		}
+		return nil, fmt.Errorf("engine: the config asks for varying episodes, and the task family %s draws episodes of one shape", src.Name())
+	}
 	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}, stages: map[shape]*staged{}}
 	m.Params = newParams(cfg, src.InDim(), src.OutDim(), task.Stream(cfg.Seed, streamInit, 0))
 	if cfg.UsesResNet() {
@@ -125,10 +131,36 @@ func NewModel(cfg Config, src task.Source) (*Model, error) {
 // race on it.
 var buildMu sync.Mutex
 
-// built returns cache[sh], building it under buildMu on first use.
-func built[V any](cache map[shape]V, sh shape, build func() (V, error)) (V, error) {
+// varyingKept is how many graphs (and staged steps) of varying episodes a
+// model keeps: their shapes seldom repeat, and each graph holds the
+// memory of its activations.
+const varyingKept = 1
+
+// built returns cache[sh], building it under buildMu on first use. When
+// sh is a varying episode's, graphs of other varying shapes beyond
+// varyingKept are closed (by release) and dropped; which ones does not
+// change any number, as a graph rebuilt computes the same.
+func built[V any](cache map[shape]V, sh shape, build func() (V, error), release func(V)) (V, error) {
 	if v, ok := cache[sh]; ok {
 		return v, nil
+	}
+	if sh.Way > 0 {
+		n := 0
+		for k := range cache {
+			if k.Way > 0 {
+				n++
+			}
+		}
+		for k, v := range cache {
+			if n < varyingKept {
+				break
+			}
+			if k.Way > 0 {
+				release(v)
+				delete(cache, k)
+				n--
+			}
+		}
 	}
 	buildMu.Lock()
 	v, err := build()
@@ -146,7 +178,7 @@ func (m *Model) blueprint() blueprint {
 }
 
 func (m *Model) graph(sh shape) (*graph, error) {
-	return built(m.graphs, sh, func() (*graph, error) { return buildGraph(m.blueprint(), sh) })
+	return built(m.graphs, sh, func() (*graph, error) { return buildGraph(m.blueprint(), sh) }, func(gr *graph) { gr.vm.Close() })
 }
 
 // Close releases the machines of all graphs.
@@ -208,8 +240,13 @@ func (m *Model) drawNoise(rng *rand.Rand, T int) {
 func (m *Model) prepare(iter int, in *stepInput, pause func()) {
 	c := m.Cfg
 	in.iter = iter
-	in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
-	m.Src.Sample(task.Stream(c.Seed, streamTrainTasks, uint64(iter)), &in.batch)
+	rng := task.Stream(c.Seed, streamTrainTasks, uint64(iter))
+	if v, ok := m.Src.(task.Varying); ok {
+		v.SampleVarying(rng, &in.batch)
+	} else {
+		in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
+		m.Src.Sample(rng, &in.batch)
+	}
 	in.noise.draw(task.Stream(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim(), pause)
 }
 
@@ -308,7 +345,7 @@ func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound
 	in := b.InDim
 	copy(x, b.XS[:b.T*b.NS*in])
 	copy(x[b.T*b.NS*in:], b.XQ[:b.T*b.NQ*in])
-	setInput(gr.ys, b.YS)
+	gr.setTargets(b.YS[:b.T*b.NS*b.OutDim])
 	setInput(gr.yq, b.YQ)
 	setInput(gr.eps, nz.eps)
 	setInput(gr.phase, nz.phase)
@@ -337,6 +374,15 @@ func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound
 	return nil
 }
 
+// batchShape is the shape of the graphs that run b, drawn from src.
+func batchShape(b *task.Batch, src task.Source) shape {
+	sh := shape{T: b.T, NS: b.NS, NQ: b.NQ}
+	if _, ok := src.(task.Varying); ok {
+		sh.Way = b.OutDim
+	}
+	return sh
+}
+
 // IsNotPD reports whether err was caused by a kernel system K+λI that is
 // not positive definite (ops.ErrNotPD), also when err comes out of a
 // machine's run.
@@ -358,13 +404,13 @@ func (m *Model) Step(iter int, opt *Optimizer) (StepStats, error) {
 // backward, and an optimizer update. On a non-finite loss or gradient the
 // parameters and carried state are left as they were.
 func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepStats, error) {
-	c := m.Cfg
-	sh := shape{T: c.MetaBatch, NS: c.SupportPoints(), NQ: c.QueryPoints(), train: true}
+	in := m.input(iter)
+	sh := batchShape(&in.batch, m.Src)
+	sh.train = true
 	st, err := m.staged(sh)
 	if err != nil {
 		return StepStats{}, err
 	}
-	in := m.input(iter)
 	next := m.State.clone()
 	// Once the inputs are copied into the graphs, their buffer is free and
 	// the next iteration's draw can overlap this one's forward and backward.

@@ -97,13 +97,14 @@ func useFloat64(gr *graph) {
 func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	t.Helper()
 	randomizeModel(m, rng)
-	cfg := m.Cfg
-	gr, err := m.graph(shape{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true})
+	in := &m.bufs[0]
+	m.prepare(0, in, nil)
+	sh := batchShape(&in.batch, m.Src)
+	sh.train = true
+	gr, err := m.graph(sh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &m.bufs[0]
-	m.prepare(0, in, nil)
 	loss := func() float64 {
 		useFloat64(gr)
 		st := m.State.clone()

@@ -21,7 +21,11 @@ var ErrStopped = errors.New("engine: run stopped")
 
 // RunOptions say where a run keeps its files and how it reports.
 type RunOptions struct {
-	Preset       string        // recorded in the run files
+	Preset string // recorded in the run files
+	// Data is the data folder the task sources were read from, recorded
+	// in config.json so that resuming and re-evaluating find it again
+	// ("" for a family's default folder).
+	Data         string
 	Dir          string        // run directory; "" keeps nothing on disk
 	Resume       bool          // continue from Dir's checkpoint, with its config; cfg.Iters > 0 sets a new budget
 	ReportEvery  time.Duration // minimum time between snapshots; default 100ms
@@ -410,7 +414,7 @@ func (r *run) close() {
 // directory: it refuses a directory that holds a run, drops the files of
 // one stopped before its first checkpoint, and writes config.json.
 func (r *run) newDir(*Loop) error {
-	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Config: r.cfg}, r.res)
+	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Data: r.opts.Data, Config: r.cfg}, r.res)
 }
 
 // step is the loop's step: training iteration iter.

@@ -32,6 +32,9 @@ const (
 type RunConfig struct {
 	Preset string `json:"preset"`
 	Source string `json:"source"`
+	// Data is the data folder given when the run started (absolute), or
+	// "" for the family's default.
+	Data   string `json:"data,omitempty"`
 	Config Config `json:"config"`
 }
 

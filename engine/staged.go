@@ -63,7 +63,7 @@ func (m *Model) staged(sh shape) (*staged, error) {
 			st.gate = &m.gate
 		}
 		return st, err
-	})
+	}, (*staged).close)
 }
 
 func buildStaged(bp blueprint, sh shape) (*staged, error) {
@@ -200,7 +200,7 @@ func (st *staged) run(ps *Params, b *task.Batch, nz *noise, state *LSTMState, bo
 		x := dataOf(gr.x.Value())
 		copy(x, b.XS[lo*NS*in:hi*NS*in])
 		copy(x[(hi-lo)*NS*in:], b.XQ[lo*NQ*in:hi*NQ*in])
-		setInput(gr.ys, b.YS[lo*NS*out:hi*NS*out])
+		gr.setTargets(b.YS[lo*NS*out : hi*NS*out])
 		setInput(gr.yq, b.YQ[lo*NQ*out:hi*NQ*out])
 		if gr.eps != nil {
 			setInput(gr.eps, nz.eps[lo*D*f:hi*D*f])
@@ -214,7 +214,7 @@ func (st *staged) run(ps *Params, b *task.Batch, nz *noise, state *LSTMState, bo
 		if st.dirs > 0 && st.mlp == nil {
 			for _, g := range []*graph{st.sums[r], st.seeded[r]} {
 				setInput(g.x, b.XS[lo*NS*in:hi*NS*in])
-				setInput(g.ys, b.YS[lo*NS*out:hi*NS*out])
+				g.setTargets(b.YS[lo*NS*out : hi*NS*out])
 			}
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 const mdFixtures = "../datasets/testdata/metadataset"
@@ -124,5 +126,31 @@ func TestMetaDatasetEmbeddingSources(t *testing.T) {
 	}
 	if srcs.Train.InDim() != 8 || srcs.Train.Name() != "mdembed" || len(srcs.TestBy) != 2 || srcs.TestBy[1].Name != "fungi" || srcs.Val != nil {
 		t.Errorf("in dim %d, family %q, tests %v, val %v", srcs.Train.InDim(), srcs.Train.Name(), srcs.TestBy, srcs.Val)
+	}
+
+	// The variable episodes on features: the sampler's plain rules over
+	// training split's 6 classes (ways 5 and 6).
+	_, cfg, err = Spec{Preset: "metadataset-embed"}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srcs, err = NewSources("mdembed", cfg, dir); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := srcs.Train.(task.Varying)
+	if !ok || srcs.Train.OutDim() != 50 {
+		t.Fatalf("training source %T, out %d: want variable episodes of up to 50 ways", srcs.Train, srcs.Train.OutDim())
+	}
+	ways := map[int]bool{}
+	for i := 0; i < 50; i++ {
+		var b task.Batch
+		v.SampleVarying(task.Stream(1, 1, uint64(i)), &b)
+		if b.OutDim < 5 || b.OutDim > 6 || b.NS < b.OutDim || b.NQ != b.OutDim*8 { // 16 images a class: ⌊16/2⌋ queries
+			t.Fatalf("episode %d: way %d, support %d, query rows %d", i, b.OutDim, b.NS, b.NQ)
+		}
+		ways[b.OutDim] = true
+	}
+	if len(ways) != 2 {
+		t.Errorf("ways drawn: %v", ways)
 	}
 }

@@ -3,9 +3,6 @@ package presets
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 
@@ -126,34 +123,10 @@ var all = []Preset{sine(3), sine(5), sine(10), omniglot(5, 1), omniglot(5, 5), o
 	image("domainnet-5w1s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 1, 150000),
 	image("domainnet-5w5s", "domainnet", "DomainNet few-shot domain generalization (target quickdraw)", miniConv, 5, 5, 150000),
 	embeddings(5, 1), embeddings(5, 5),
-	metaDataset(5, 1), metaDataset(5, 5), metaDatasetEmbed(5, 1), metaDatasetEmbed(5, 5),
+	metaDataset(5, 1), metaDataset(5, 5), metaDatasetVarying(false), metaDatasetVarying(true),
+	metaDatasetEmbed(5, 1), metaDatasetEmbed(5, 5), metaDatasetEmbed(0, 0),
 	image("folder-5w1s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 1, 20000),
 	image("folder-5w5s", "folder", "your own images (--data DIR: DIR/<class>/*.png|jpg)", miniConv, 5, 5, 20000),
-}
-
-// metaDataset is Meta-Dataset at a fixed way and shot: the Omniglot heads
-// on Conv-5 at 84×84×3 (the paper's ResNet-18 is not here yet), 10
-// queries per class as the reference's sampler caps them, trained on the
-// sources named by the sources setting (default: ilsvrc_2012 when present,
-// else every source with training classes) and tested on every source
-// present (test_sources).
-func metaDataset(way, shot int) Preset {
-	p := image(fmt.Sprintf("metadataset-%dw%ds", way, shot), "metadataset", "Meta-Dataset (fixed ways and shots; --data: the converted records)", miniConv, way, shot, 100000)
-	p.Config.Query, p.Config.EvalQuery, p.Config.EvalTasks = 10, 10, 600
-	return p
-}
-
-// metaDatasetEmbed is metaDataset on pre-computed features, one .npz per
-// source and split: the MetaKernel head with a 256-wide layer instead of a
-// CNN, so that a CPU can run the whole protocol.
-func metaDatasetEmbed(way, shot int) Preset {
-	p := embeddings(way, shot)
-	c := &p.Config
-	c.EmbedHidden = []int{256}
-	c.Query, c.EvalQuery, c.EvalTasks = 10, 10, 600
-	p.Name, p.Source = fmt.Sprintf("metadataset-embed-%dw%ds", way, shot), "mdembed"
-	p.Description = fmt.Sprintf("Meta-Dataset on pre-computed features (DIR/<source>/<split>.npz), %d-way %d-shot", way, shot)
-	return p
 }
 
 // domainNetCap bounds the images read per DomainNet category (decoded in
@@ -368,167 +341,4 @@ func dataHint(err error) error {
 		}
 	}
 	return err
-}
-
-// mdSplits gives a Meta-Dataset source's class set of a split ("train",
-// "valid", "test"), nil when the source has no classes there.
-type mdSplits func(split string) (datasets.ClassSource, error)
-
-// metaDatasetSources makes the sources of a Meta-Dataset run (see
-// metaDataset): training and validation episodes from the training
-// sources, one test source per test source. embed reads pre-computed
-// features (DIR/<source>/<split>.npz) instead of the records.
-func metaDatasetSources(cfg engine.Config, dataDir string, embed bool) (Sources, error) {
-	family, hint := "metadataset", "the folder of converted sources (one folder per source with its dataset_spec.json)"
-	if embed {
-		family, hint = "mdembed", "the folder of per-source features (DIR/<source>/train.npz, test.npz, …)"
-	}
-	if dataDir == "" {
-		dataDir = datasets.DefaultMetaDatasetDir()
-	}
-	present, open, err := mdOpener(cfg, dataDir, embed)
-	if err != nil {
-		return Sources{}, fmt.Errorf("%w; point --data at %s", err, hint)
-	}
-	opened := map[string]mdSplits{}
-	get := func(name string) (mdSplits, error) {
-		if !slices.Contains(present, name) {
-			return nil, fmt.Errorf("no Meta-Dataset source %q in %s (present: %s)", name, dataDir, strings.Join(present, ", "))
-		}
-		if o, ok := opened[name]; ok {
-			return o, nil
-		}
-		o, err := open(name)
-		opened[name] = o
-		return o, err
-	}
-	episodes := func(names []string, split string, query int, skipSmall bool) (*datasets.MDEpisodes, error) {
-		var ns []string
-		var cs []datasets.ClassSource
-		for _, n := range names {
-			o, err := get(n)
-			if err != nil {
-				return nil, err
-			}
-			c, err := o(split)
-			if err != nil {
-				return nil, err
-			}
-			if c == nil || skipSmall && c.NumClasses() < cfg.Way {
-				continue
-			}
-			ns, cs = append(ns, n), append(cs, c)
-		}
-		if len(cs) == 0 {
-			return nil, nil
-		}
-		return datasets.NewMultiEpisodes(family, ns, cs, cfg.Way, cfg.Shot, query)
-	}
-	train := cfg.Sources
-	if len(train) == 0 {
-		if slices.Contains(present, "ilsvrc_2012") {
-			train = []string{"ilsvrc_2012"}
-		} else {
-			for _, n := range present {
-				o, err := get(n)
-				if err != nil {
-					return Sources{}, err
-				}
-				if c, err := o("train"); err != nil {
-					return Sources{}, err
-				} else if c != nil {
-					train = append(train, n)
-				}
-			}
-		}
-	}
-	var out Sources
-	tr, err := episodes(train, "train", cfg.Query, false)
-	if err != nil {
-		return Sources{}, err
-	}
-	if tr == nil {
-		return Sources{}, fmt.Errorf("none of the training sources (%s) has training classes", strings.Join(train, ", "))
-	}
-	out.Train = tr
-	// Validation on the training sources' valid classes, where they have
-	// enough (a source without them trains unvalidated).
-	if va, err := episodes(train, "valid", cfg.EvalQuery, true); err != nil {
-		return Sources{}, err
-	} else if va != nil {
-		out.Val = va
-	}
-	test := cfg.TestSources
-	if len(test) == 0 {
-		test = present
-	}
-	for _, n := range test {
-		ep, err := episodes([]string{n}, "test", cfg.EvalQuery, len(cfg.TestSources) == 0)
-		if err != nil {
-			return Sources{}, err
-		}
-		if ep != nil { // a source without test classes has no row
-			out.TestBy = append(out.TestBy, engine.NamedSource{Name: n, Source: ep})
-		}
-	}
-	if len(out.TestBy) == 0 {
-		return Sources{}, fmt.Errorf("none of the test sources (%s) has %d test classes or more", strings.Join(test, ", "), cfg.Way)
-	}
-	out.Test = out.TestBy[0].Source
-	return out, nil
-}
-
-// mdOpener lists the sources under dataDir and opens one: its records
-// decoded at the model's input size, or its .npz features.
-func mdOpener(cfg engine.Config, dataDir string, embed bool) ([]string, func(string) (mdSplits, error), error) {
-	if embed {
-		entries, err := os.ReadDir(dataDir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", datasets.ErrNoMetaDataset, err)
-		}
-		var present []string
-		for _, e := range entries {
-			if _, err := datasets.EmbeddingSplitFile(filepath.Join(dataDir, e.Name()), "test"); err == nil {
-				present = append(present, e.Name())
-			} else if _, err := datasets.EmbeddingSplitFile(filepath.Join(dataDir, e.Name()), "train"); err == nil {
-				present = append(present, e.Name())
-			}
-		}
-		if len(present) == 0 {
-			return nil, nil, fmt.Errorf("%w: %s has no source folders with train.npz or test.npz", datasets.ErrNoMetaDataset, dataDir)
-		}
-		return present, func(name string) (mdSplits, error) {
-			return func(split string) (datasets.ClassSource, error) {
-				dir := filepath.Join(dataDir, name)
-				path, err := datasets.EmbeddingSplitFile(dir, split)
-				if err != nil && split == "valid" {
-					path, err = datasets.EmbeddingSplitFile(dir, "val")
-				}
-				if err != nil {
-					return nil, nil // no such split
-				}
-				return datasets.LoadEmbeddings(path, split, datasets.EmbeddingOptions{})
-			}, nil
-		}, nil
-	}
-	ch, side, w, ok := ImageInput(cfg)
-	if !ok || side != w || ch != 3 {
-		return nil, nil, errors.New("Meta-Dataset images need a square three-channel image input")
-	}
-	present, err := datasets.MetaDatasetSources(dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	return present, func(name string) (mdSplits, error) {
-		s, err := datasets.LoadMetaDatasetSource(dataDir, name, side, datasets.ImageOptions{})
-		if err != nil {
-			return nil, err
-		}
-		return func(split string) (datasets.ClassSource, error) {
-			if len(s.Spec.Classes(split)) == 0 {
-				return nil, nil
-			}
-			return s.Split(split)
-		}, nil
-	}, nil
 }

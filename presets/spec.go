@@ -112,6 +112,8 @@ func hasFlows(c *engine.Config) bool    { return c.FlowLayers > 0 }
 func hasMLPEmbed(c *engine.Config) bool { return c.Conv == nil }
 func usesConv(c *engine.Config) bool    { return c.Conv != nil }
 func usesImages(c *engine.Config) bool  { return c.Conv != nil || c.ResNet != nil }
+func varying(c *engine.Config) bool     { return c.Varying }
+func fixedShape(c *engine.Config) bool  { return !c.Varying }
 
 // setBackbone swaps an image preset's ψ, keeping its input: conv4 (four
 // blocks, SAME pooling), conv5 (five, floor pooling, as the paper's 84×84
@@ -170,9 +172,10 @@ var overrides = []override{
 	{"kl_weight", KindFloat, "weight of the KL term", always, floatField(func(c *engine.Config) *float64 { return &c.KLWeight })},
 	{"lambda_init", KindFloat, "initial KRR regularizer λ", always, floatField(func(c *engine.Config) *float64 { return &c.LambdaInit })},
 	{"meta_batch", KindInt, "tasks per iteration", always, intField(func(c *engine.Config) *int { return &c.MetaBatch })},
-	{"way", KindInt, "classes per task", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
-	{"shot", KindInt, "support points per task (per class when classifying)", always, intField(func(c *engine.Config) *int { return &c.Shot })},
-	{"query", KindInt, "query points per training task (per class when classifying)", always, intField(func(c *engine.Config) *int { return &c.Query })},
+	{"way", KindInt, "classes per task (variable episodes: the most)", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
+	{"shot", KindInt, "support points per task (per class when classifying)", fixedShape, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
 	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
 	{"flow_hidden", KindInt, "width of each coupling network", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},
 	{"infer_hidden", KindInt, "width of the inference network and the LSTM", always, intField(func(c *engine.Config) *int { return &c.InferHidden })},
@@ -233,7 +236,11 @@ func applyOverride(c, preset *engine.Config, key string, v any) error {
 		return fmt.Errorf("%w %q (settings: %s)", ErrUnknownKey, key, strings.Join(overrideNames(), ", "))
 	}
 	o := overrides[i]
-	if !o.uses(preset) {
+	// The preset's own config decides (a variant that ignores a setting
+	// does not refuse it), or the config as the settings before this one
+	// left it (conv_filters after backbone=conv4 on a ResNet preset: keys
+	// apply in sorted order, and backbone sorts first).
+	if !o.uses(preset) && !o.uses(c) {
 		return fmt.Errorf("%w: %q", ErrUnusedKey, key)
 	}
 	x, err := convert(o.kind, v)

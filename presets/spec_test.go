@@ -120,7 +120,7 @@ func TestOverrideKeysAreAccepted(t *testing.T) {
 			v = []int{8}
 		}
 		ok := false
-		for _, p := range []string{"sine-5shot", "omniglot-5w1s"} {
+		for _, p := range []string{"sine-5shot", "omniglot-5w1s", "metadataset"} {
 			_, _, err := Spec{Preset: p, Overrides: Overrides{k.Key: v}}.Config()
 			if !errors.Is(err, ErrUnknownKey) && !errors.Is(err, ErrUnusedKey) {
 				ok = true

@@ -42,6 +42,19 @@ type Source interface {
 	Sample(rng *rand.Rand, b *Batch)
 }
 
+// Varying is a classification Source whose episodes differ in shape:
+// way, shots per class and query size are drawn per episode, as
+// Meta-Dataset's sampler does. Its OutDim is the largest way. The engine
+// draws one episode per training step and per evaluation task through
+// SampleVarying, never Sample.
+type Varying interface {
+	Source
+	// SampleVarying draws one episode into b and sizes b to it: T = 1, NS
+	// the support-set size, NQ the query rows, OutDim the episode's way.
+	// Every class of the episode has at least one support row.
+	SampleVarying(rng *rand.Rand, b *Batch)
+}
+
 // CurveSource is a 1-D regression family whose ground truth can be drawn on
 // a grid, which the display snapshots use.
 type CurveSource interface {
