@@ -35,6 +35,17 @@ func TestMetaDatasetVaryingRunResumes(t *testing.T) {
 	if a, b := readAll(t, filepath.Join(ref, engine.FileMetrics)), readAll(t, filepath.Join(split, engine.FileMetrics)); string(a) != string(b) {
 		t.Errorf("metrics of the resumed run differ from the uninterrupted run's:\n%s\n%s", a, b)
 	}
+	// Read from the records as images are drawn (as ILSVRC is), the run
+	// is the same, byte for byte.
+	streamed := filepath.Join(root, "streamed")
+	t.Setenv("MKBENCH_MD_STREAM", "1")
+	if out, e, code := mkbench(t, append(args, "--iters", "8", "--out", streamed)...); code != 0 {
+		t.Fatalf("streamed run (exit %d): %s%s", code, out, e)
+	}
+	os.Unsetenv("MKBENCH_MD_STREAM")
+	if a, b := readAll(t, filepath.Join(ref, engine.FileMetrics)), readAll(t, filepath.Join(streamed, engine.FileMetrics)); string(a) != string(b) {
+		t.Errorf("metrics of the streamed run differ:\n%s\n%s", a, b)
+	}
 	var sum struct {
 		Eval     engine.EvalResult             `json:"eval"`
 		BySource map[string]*engine.EvalResult `json:"eval_by_source"`
@@ -50,6 +61,12 @@ func TestMetaDatasetVaryingRunResumes(t *testing.T) {
 	}
 	if !sum.Config.Varying || sum.Config.Way != 50 || sum.Config.MetaBatch != 1 || sum.Eval.Query != 0 || sum.Eval.Tasks != 12 {
 		t.Errorf("config varying %v way %d batch %d, eval %+v", sum.Config.Varying, sum.Config.Way, sum.Config.MetaBatch, sum.Eval)
+	}
+	var ssum struct {
+		Eval engine.EvalResult `json:"eval"`
+	}
+	if err := json.Unmarshal(readAll(t, filepath.Join(streamed, engine.FileSummary)), &ssum); err != nil || ssum.Eval.Mean != sum.Eval.Mean {
+		t.Errorf("streamed run's evaluation %+v (%v), the decoded run's %+v", ssum.Eval, err, sum.Eval)
 	}
 	// Re-evaluation reads the recorded sources and draws the same episodes.
 	out, e, code := mkbench(t, "eval", "--run", ref, "--eval-tasks", "6", "--json")

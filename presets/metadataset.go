@@ -221,18 +221,43 @@ func mdOpener(cfg engine.Config, dataDir string, embed bool) ([]string, func(str
 		return nil, nil, err
 	}
 	return present, func(name string) (mdSplits, error) {
+		if mdStream(dataDir, name, side) {
+			s, err := datasets.OpenMetaDatasetStream(dataDir, name, side)
+			if err != nil {
+				return nil, err
+			}
+			return specSplits(s.Spec, func(split string) (datasets.ClassSource, error) { return s.Split(split) }), nil
+		}
 		s, err := datasets.LoadMetaDatasetSource(dataDir, name, side, datasets.ImageOptions{})
 		if err != nil {
 			return nil, err
 		}
-		return func(split string) (mdSplit, error) {
-			if len(s.Spec.Classes(split)) == 0 {
-				return mdSplit{}, nil
-			}
-			cs, err := s.Split(split)
-			return mdSplit{classes: cs, spec: s.Spec}, err
-		}, nil
+		return specSplits(s.Spec, func(split string) (datasets.ClassSource, error) { return s.Split(split) }), nil
 	}, nil
+}
+
+// specSplits is the mdSplits of a source read with its spec.
+func specSplits(spec *datasets.MDSpec, classes func(split string) (datasets.ClassSource, error)) mdSplits {
+	return func(split string) (mdSplit, error) {
+		if len(spec.Classes(split)) == 0 {
+			return mdSplit{}, nil
+		}
+		cs, err := classes(split)
+		return mdSplit{classes: cs, spec: spec}, err
+	}
+}
+
+// mdStream reports whether source name is read from its records as
+// images are drawn instead of decoded whole: when decoded it would pass
+// datasets.MDStreamAbove (ILSVRC), or when MKBENCH_MD_STREAM=1 asks for
+// it (a machine short of memory). A spec that cannot be read is left to
+// the loader to report.
+func mdStream(dataDir, name string, side int) bool {
+	if os.Getenv("MKBENCH_MD_STREAM") == "1" {
+		return true
+	}
+	spec, err := datasets.LoadMetaDatasetSpec(filepath.Join(dataDir, name))
+	return err == nil && datasets.MDDecodedBytes(spec, side) > datasets.MDStreamAbove
 }
 
 // mdEmbedOpener is mdOpener for features: DIR/<source>/<split>.npz. Their
