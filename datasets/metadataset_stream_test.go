@@ -63,18 +63,8 @@ func TestMetaDatasetStreamMatchesDecoded(t *testing.T) {
 // record's data is found when the image is drawn, and the panic (which the
 // engine turns into the run's error) names the file and the record.
 func TestMetaDatasetStreamDamage(t *testing.T) {
-	dir := t.TempDir()
-	src := filepath.Join(mdFixtures, "tiny_plain")
-	dst := filepath.Join(dir, "tiny_plain")
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join(src, e.Name()))
-		os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644)
-	}
-	file := filepath.Join(dst, "2.tfrecords")
+	dir := copyFixture(t)
+	file := filepath.Join(dir, "tiny_plain", "2.tfrecords")
 	good, _ := os.ReadFile(file)
 	spans, err := tfrecord.Index(file)
 	if err != nil {
