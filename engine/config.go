@@ -105,6 +105,14 @@ type Config struct {
 
 	Optimizer string  `json:"optimizer"` // "adam" or "sgd" (with momentum)
 	LR        float64 `json:"lr"`
+	// LRSchedule is how the learning rate moves over the iterations (see
+	// LRAt): "" or "constant"; "cosine", from LR at the first iteration
+	// to LRMin at the last (Iters); "step", multiplied by LRGamma every
+	// LRStep iterations.
+	LRSchedule string  `json:"lr_schedule,omitempty"`
+	LRMin      float64 `json:"lr_min,omitempty"`
+	LRStep     int     `json:"lr_step,omitempty"`
+	LRGamma    float64 `json:"lr_gamma,omitempty"`
 	// FlowLRScale multiplies the learning rate of the coupling flows'
 	// parameters (0 means 1). Adam moves each of a coupling net's ~5k
 	// output weights by ≈lr per step whatever the gradient's size, and
@@ -147,6 +155,31 @@ type Config struct {
 	// checkpoint and used by the final evaluation. 0 = off.
 	ValEvery int `json:"val_every,omitempty"`
 	ValTasks int `json:"val_tasks,omitempty"`
+}
+
+// Learning-rate schedules (Config.LRSchedule).
+const (
+	LRConstant = "constant"
+	LRCosine   = "cosine"
+	LRStepwise = "step"
+)
+
+// LRAt is the learning rate of training iteration iter (0-based). Being a
+// function of the iteration alone, a resumed run continues the schedule
+// exactly; a run whose iterations are extended on resume stretches a
+// cosine from there on.
+func (c Config) LRAt(iter int) float64 {
+	switch c.LRSchedule {
+	case LRCosine:
+		t := 1.0
+		if c.Iters > 1 {
+			t = math.Min(1, float64(iter)/float64(c.Iters-1))
+		}
+		return c.LRMin + 0.5*(c.LR-c.LRMin)*(1+math.Cos(math.Pi*t))
+	case LRStepwise:
+		return c.LR * math.Pow(c.LRGamma, float64(iter/c.LRStep))
+	}
+	return c.LR
 }
 
 // Classify reports whether tasks are classification tasks.
@@ -326,6 +359,19 @@ func (c Config) Validate() error {
 	}
 	if !(c.LambdaInit > 0) {
 		errs = append(errs, fmt.Errorf("lambda_init must be positive, got %g", c.LambdaInit))
+	}
+	switch c.LRSchedule {
+	case "", LRConstant:
+	case LRCosine:
+		if !(c.LRMin >= 0 && c.LRMin < c.LR) {
+			errs = append(errs, fmt.Errorf("lr_min must be in [0, lr) for the cosine schedule, got %g (lr %g)", c.LRMin, c.LR))
+		}
+	case LRStepwise:
+		if c.LRStep <= 0 || !(c.LRGamma > 0 && c.LRGamma <= 1) {
+			errs = append(errs, fmt.Errorf("the step schedule needs lr_step > 0 and lr_gamma in (0, 1], got %d and %g", c.LRStep, c.LRGamma))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("lr_schedule %q is not one of constant, cosine, step", c.LRSchedule))
 	}
 	if c.FlowLRScale < 0 || math.IsNaN(c.FlowLRScale) {
 		errs = append(errs, fmt.Errorf("flow_lr_scale must be ≥ 0, got %g", c.FlowLRScale))

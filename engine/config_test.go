@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,5 +54,69 @@ func TestMemoryEstimate(t *testing.T) {
 	}
 	if e := c.EvalMemoryEstimate(1, 1); e >= base {
 		t.Errorf("evaluation %d ≥ training %d", e, base)
+	}
+}
+
+// The schedules' learning rates: a cosine from lr to lr_min over the
+// iterations, a step decay, and the constant rate; bad settings named.
+func TestLRSchedules(t *testing.T) {
+	c := Config{LR: 1e-3, Iters: 101}
+	for _, it := range []int{0, 50, 100, 200} {
+		if c.LRAt(it) != 1e-3 {
+			t.Fatalf("constant at %d: %g", it, c.LRAt(it))
+		}
+	}
+	c.LRSchedule, c.LRMin = LRCosine, 1e-5
+	for _, tc := range []struct {
+		iter int
+		want float64
+	}{{0, 1e-3}, {50, 1e-5 + 0.5*(1e-3-1e-5)}, {100, 1e-5}, {150, 1e-5}} {
+		if got := c.LRAt(tc.iter); math.Abs(got-tc.want) > 1e-15 {
+			t.Errorf("cosine at %d: %g, want %g", tc.iter, got, tc.want)
+		}
+	}
+	c.LRSchedule, c.LRStep, c.LRGamma = LRStepwise, 30, 0.5
+	for _, tc := range []struct {
+		iter int
+		want float64
+	}{{0, 1e-3}, {29, 1e-3}, {30, 5e-4}, {95, 1.25e-4}} {
+		if got := c.LRAt(tc.iter); math.Abs(got-tc.want) > 1e-15 {
+			t.Errorf("step at %d: %g, want %g", tc.iter, got, tc.want)
+		}
+	}
+	for name, mod := range map[string]func(*Config){
+		"lr_schedule":  func(c *Config) { c.LRSchedule = "linear" },
+		"lr_min":       func(c *Config) { c.LRSchedule, c.LRMin = LRCosine, 2e-3 },
+		"lr_step":      func(c *Config) { c.LRSchedule, c.LRStep, c.LRGamma = LRStepwise, 0, 0.5 },
+		"gamma (0, 1]": func(c *Config) { c.LRSchedule, c.LRStep, c.LRGamma = LRStepwise, 10, 1.5 },
+	} {
+		cfg := sineConfig("vrf")
+		mod(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), strings.Fields(name)[0]) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A run under a schedule sets and logs each row's learning rate, the last
+// row at lr_min.
+func TestRunFollowsSchedule(t *testing.T) {
+	cfg := sineConfig("vrf")
+	cfg.Iters, cfg.LogEvery = 40, 10
+	cfg.LRSchedule, cfg.LRMin = LRCosine, 1e-5
+	dir := t.TempDir()
+	if _, err := Run(context.Background(), cfg, sineLike{}, RunOptions{Dir: dir, SkipEval: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var rows []MetricsRow
+	for _, line := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(dir, FileMetrics)))), "\n") {
+		var r MetricsRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 4 || rows[0].LR != cfg.LRAt(9) || rows[3].LR != cfg.LRMin || !(rows[1].LR > rows[2].LR) {
+		t.Fatalf("rows' lr: %+v", rows)
 	}
 }

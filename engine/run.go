@@ -419,6 +419,8 @@ func (r *run) newDir(*Loop) error {
 
 // step is the loop's step: training iteration iter.
 func (r *run) step(iter int) (StepStats, error) {
+	lr := r.cfg.LRAt(iter)
+	r.opt.LR, r.metrics.lr, r.report.lr = lr, lr, lr
 	st, err := r.m.trainStep(iter, r.opt, &r.grads)
 	if err != nil {
 		return st, stepError(iter+1, st, err, r.opts.Dir, r.ckpt.saved, r.cfg.LR)

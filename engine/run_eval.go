@@ -92,6 +92,6 @@ func (r *run) summary(l *Loop, ev *EvalResult, which string, evalTime time.Durat
 		Iters: l.End, TrainSeconds: r.res.TrainSeconds, MsPerIter: r.res.MsPerIter,
 		EvalSeconds: evalTime.Seconds(), Eval: ev, EvalCheckpoint: which, BestIter: r.best.iter, BestVal: bestEv,
 		Params:     r.m.Params.Count(),
-		Final:      MetricsRow{Iter: l.End, Loss: st.Loss, Data: st.Data, KL: st.KL, ELBO: -st.Loss, Lambda: st.Lambda, LR: cfg.LR, GradNorm: st.GradNorm},
+		Final:      MetricsRow{Iter: l.End, Loss: st.Loss, Data: st.Data, KL: st.KL, ELBO: -st.Loss, Lambda: st.Lambda, LR: cfg.LRAt(max(l.End-1, 0)), GradNorm: st.GradNorm},
 		GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), Finished: time.Now().UTC(), Config: cfg}
 }
