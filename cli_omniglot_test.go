@@ -85,3 +85,20 @@ func TestOmniglotBadInput(t *testing.T) {
 		}
 	}
 }
+
+// train_way trains on episodes of more classes than the model is
+// validated and tested on; a train_way below the way is refused.
+func TestTrainWayRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tw")
+	out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--set", "train_way=10", "--iters", "3", "--set", "conv_filters=4",
+		"--eval-tasks", "3", "--set", "val_every=2", "--set", "val_tasks=2", "--out", dir, "--quiet")
+	if code != 0 {
+		t.Fatalf("run (exit %d): %s%s", code, out, e)
+	}
+	if cfg := string(readAll(t, filepath.Join(dir, "config.json"))); !strings.Contains(cfg, `"train_way": 10`) || !strings.Contains(cfg, `"way": 5`) {
+		t.Errorf("config.json: %s", cfg)
+	}
+	if _, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--set", "train_way=3", "--iters", "1", "--out", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, "train_way must be at least way (5)") {
+		t.Errorf("train_way 3 (exit %d): %s", code, e)
+	}
+}

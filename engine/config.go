@@ -137,6 +137,11 @@ type Config struct {
 	// class) and the largest query per class, which the source enforces
 	// and memory estimates size for.
 	Varying bool `json:"varying,omitempty"`
+	// TrainWay, when above Way, is the classes of a training episode
+	// (Prototypical Networks train at a higher way than they test);
+	// validation and test episodes have Way. The parameters do not
+	// depend on the way.
+	TrainWay int `json:"train_way,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -180,6 +185,15 @@ func (c Config) LRAt(iter int) float64 {
 		return c.LR * math.Pow(c.LRGamma, float64(iter/c.LRStep))
 	}
 	return c.LR
+}
+
+// TrainingWay is the classes of a training episode: TrainWay when set,
+// else Way.
+func (c Config) TrainingWay() int {
+	if c.TrainWay > 0 {
+		return c.TrainWay
+	}
+	return c.Way
 }
 
 // Classify reports whether tasks are classification tasks.
@@ -331,6 +345,9 @@ func (c Config) Validate() error {
 	}
 	if c.Varying && (c.Way == 0 || c.MetaBatch != 1) {
 		errs = append(errs, fmt.Errorf("varying episodes are classification episodes drawn one per step: need way ≥ 2 and meta_batch 1, got way %d, meta_batch %d", c.Way, c.MetaBatch))
+	}
+	if c.TrainWay != 0 && (c.TrainWay < c.Way || c.Way == 0 || c.Varying) {
+		errs = append(errs, fmt.Errorf("train_way must be at least way (%d) on fixed classification episodes, got %d", c.Way, c.TrainWay))
 	}
 	if c.ValEvery > 0 && c.ValTasks <= 0 {
 		errs = append(errs, errors.New("val_every needs val_tasks > 0"))

@@ -108,7 +108,7 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			src.Sample(taskRNG, &b)
 		}
 		T, nq, out := b.T, b.NQ, b.OutDim
-		gr, err := m.graph(batchShape(&b, src))
+		gr, err := m.graph(m.batchShape(&b, src))
 		if err != nil {
 			return res, err
 		}
@@ -295,10 +295,10 @@ func (m *Model) basesDisplay(iter, which int) (*Display, error) {
 	if v, ok := m.Src.(task.Varying); ok {
 		v.SampleVarying(rng, &b)
 	} else {
-		b.Resize(1, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
+		m.resizeTraining(&b, 1)
 		m.Src.Sample(rng, &b)
 	}
-	gr, err := m.graph(batchShape(&b, m.Src))
+	gr, err := m.graph(m.batchShape(&b, m.Src))
 	if err != nil {
 		return nil, err
 	}

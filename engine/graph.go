@@ -12,11 +12,14 @@ import (
 // shape identifies a graph: one is built per distinct shape and reused.
 type shape struct {
 	T, NS, NQ int
-	// Way is the classes of a varying episode's graph (Config.Varying, or
-	// a fixed model evaluated on varying episodes); 0 for Config.Way.
-	// Its prototypes divide each class by its own shots (input yw).
-	Way   int
-	train bool // with KL, gradients and the optimizer's loss
+	// Way is the classes of the graph's episodes when not Config.Way (a
+	// varying episode, or training at Config.TrainWay); 0 for Config.Way.
+	Way int
+	// Uneven marks a varying episode's graph (Config.Varying, or a fixed
+	// model evaluated on varying episodes): shots differ between classes,
+	// and its prototypes divide each class by its own (input yw).
+	Uneven bool
+	train  bool // with KL, gradients and the optimizer's loss
 }
 
 // graph is one built gorgonia graph with its machine. It is not safe for
@@ -290,13 +293,13 @@ func (b *builder) way() int {
 func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
 	c := b.cfg
 	f3 := must(G.Reshape(Fs2, tensor.Shape{b.T, b.NS, c.FeatureDim()}))
-	if b.Way > 0 {
+	if b.Uneven {
 		if b.yw == nil {
 			b.yw = b.input("yw", b.T*b.NS, b.Way)
 		}
 		return must(ops.BatchedMatMul(b.pool, must(G.Reshape(b.yw, tensor.Shape{b.T, b.NS, b.Way})), f3, true, false))
 	}
-	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, c.Way}))
+	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, b.way()}))
 	return must(G.HadamardProd(must(ops.BatchedMatMul(b.pool, y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
 }
 

@@ -44,7 +44,11 @@ const (
 // presets.Dims). It saturates at math.MaxUint64 rather than overflow.
 func (c Config) MemoryEstimate(inDim, outDim int) uint64 {
 	b := float64(memBase) + c.paramBytes(inDim, outDim)
-	train := c.graphBytes(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), inDim, outDim, true)
+	ns, nq := c.SupportPoints(), c.QueryPoints()
+	if c.TrainWay > c.Way {
+		ns, nq = c.Shot*c.TrainWay, c.Query*c.TrainWay
+	}
+	train := c.graphBytes(c.MetaBatch, ns, nq, inDim, outDim, true)
 	eval := c.graphBytes(c.MetaBatch, c.SupportPoints(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false)
 	display := c.graphBytes(1, c.SupportPoints(), 100, inDim, outDim, false)
 	return saturate(b + train + eval + display)

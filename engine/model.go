@@ -105,6 +105,9 @@ func NewModel(cfg Config, src task.Source) (*Model, error) {
 		return nil, fmt.Errorf("engine: the ResNet takes %d×%d×%d images (%d values), the task family %s gives %d values per input",
 			cfg.ResNet.Height, cfg.ResNet.Width, cfg.ResNet.Channels, cfg.ResNet.InDim(), src.Name(), src.InDim())
 	}
+	if w := src.OutDim(); cfg.Classify() && !cfg.Varying && w != cfg.Way && w != cfg.TrainingWay() {
+		return nil, fmt.Errorf("engine: the task family %s draws %d-way episodes, the config trains %d-way ones", src.Name(), w, cfg.TrainingWay())
+	}
 	if _, ok := src.(task.Varying); ok != cfg.Varying {
 		if ok {
 			return nil, fmt.Errorf("engine: the task family %s draws episodes of varying way and shots: the config needs varying set", src.Name())
@@ -137,17 +140,17 @@ var buildMu sync.Mutex
 const varyingKept = 1
 
 // built returns cache[sh], building it under buildMu on first use. When
-// sh is a varying episode's, graphs of other varying shapes beyond
-// varyingKept are closed (by release) and dropped; which ones does not
-// change any number, as a graph rebuilt computes the same.
+// sh is a varying episode's (Uneven), graphs of other varying shapes
+// beyond varyingKept are closed (by release) and dropped; which ones does
+// not change any number, as a graph rebuilt computes the same.
 func built[V any](cache map[shape]V, sh shape, build func() (V, error), release func(V)) (V, error) {
 	if v, ok := cache[sh]; ok {
 		return v, nil
 	}
-	if sh.Way > 0 {
+	if sh.Uneven {
 		n := 0
 		for k := range cache {
-			if k.Way > 0 {
+			if k.Uneven {
 				n++
 			}
 		}
@@ -155,7 +158,7 @@ func built[V any](cache map[shape]V, sh shape, build func() (V, error), release 
 			if n < varyingKept {
 				break
 			}
-			if k.Way > 0 {
+			if k.Uneven {
 				release(v)
 				delete(cache, k)
 				n--
@@ -172,9 +175,14 @@ func built[V any](cache map[shape]V, sh shape, build func() (V, error), release 
 	return v, nil
 }
 
-// blueprint is what the model's graphs are built from.
+// blueprint is what the model's graphs are built from. A classifier's
+// graphs have Way classes unless their shape says otherwise.
 func (m *Model) blueprint() blueprint {
-	return blueprint{cfg: m.Cfg, ps: m.Params, bn: m.BN, pool: &m.pool, inDim: m.Src.InDim(), outDim: m.Src.OutDim()}
+	out := m.Src.OutDim()
+	if m.Cfg.Classify() {
+		out = m.Cfg.Way
+	}
+	return blueprint{cfg: m.Cfg, ps: m.Params, bn: m.BN, pool: &m.pool, inDim: m.Src.InDim(), outDim: out}
 }
 
 func (m *Model) graph(sh shape) (*graph, error) {
@@ -244,7 +252,7 @@ func (m *Model) prepare(iter int, in *stepInput, pause func()) {
 	if v, ok := m.Src.(task.Varying); ok {
 		v.SampleVarying(rng, &in.batch)
 	} else {
-		in.batch.Resize(c.MetaBatch, c.SupportPoints(), c.QueryPoints(), m.Src.InDim(), m.Src.OutDim())
+		m.resizeTraining(&in.batch, c.MetaBatch)
 		m.Src.Sample(rng, &in.batch)
 	}
 	in.noise.draw(task.Stream(c.Seed, streamTrainNoise, uint64(iter)), c.MetaBatch, c.Bases, c.FeatureDim(), pause)
@@ -374,10 +382,23 @@ func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound
 	return nil
 }
 
-// batchShape is the shape of the graphs that run b, drawn from src.
-func batchShape(b *task.Batch, src task.Source) shape {
+// resizeTraining sizes b for T fixed-shape tasks of the training source:
+// its way (Config.TrainingWay) for a classifier.
+func (m *Model) resizeTraining(b *task.Batch, T int) {
+	c := m.Cfg
+	ns, nq := c.SupportPoints(), c.QueryPoints()
+	if w := m.Src.OutDim(); c.Classify() && w != c.Way {
+		ns, nq = c.Shot*w, c.Query*w
+	}
+	b.Resize(T, ns, nq, m.Src.InDim(), m.Src.OutDim())
+}
+
+// batchShape is the shape of the model's graphs that run b, drawn from src.
+func (m *Model) batchShape(b *task.Batch, src task.Source) shape {
 	sh := shape{T: b.T, NS: b.NS, NQ: b.NQ}
 	if _, ok := src.(task.Varying); ok {
+		sh.Way, sh.Uneven = b.OutDim, true
+	} else if m.Cfg.Classify() && b.OutDim != m.Cfg.Way {
 		sh.Way = b.OutDim
 	}
 	return sh
@@ -405,7 +426,7 @@ func (m *Model) Step(iter int, opt *Optimizer) (StepStats, error) {
 // parameters and carried state are left as they were.
 func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepStats, error) {
 	in := m.input(iter)
-	sh := batchShape(&in.batch, m.Src)
+	sh := m.batchShape(&in.batch, m.Src)
 	sh.train = true
 	st, err := m.staged(sh)
 	if err != nil {

@@ -99,7 +99,7 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	randomizeModel(m, rng)
 	in := &m.bufs[0]
 	m.prepare(0, in, nil)
-	sh := batchShape(&in.batch, m.Src)
+	sh := m.batchShape(&in.batch, m.Src)
 	sh.train = true
 	gr, err := m.graph(sh)
 	if err != nil {

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"math/rand/v2"
 	"testing"
 
@@ -89,7 +92,7 @@ func TestVaryingGraphOfBalancedEpisodeMatchesFixed(t *testing.T) {
 	var losses []float64
 	for _, sh := range []shape{
 		{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), train: true},
-		{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), Way: cfg.Way, train: true},
+		{T: cfg.MetaBatch, NS: cfg.SupportPoints(), NQ: cfg.QueryPoints(), Way: cfg.Way, Uneven: true, train: true},
 	} {
 		gr, err := m.graph(sh)
 		if err != nil {
@@ -211,5 +214,41 @@ func BenchmarkVaryingStep(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Training at a higher way than the test (Config.TrainWay): the training
+// graph of TrainWay classes against finite differences, and a run that
+// trains 5-way, validates and tests 3-way.
+func TestTrainWay(t *testing.T) {
+	cfg := classConfig("metakernel", 0.9)
+	cfg.TrainWay = 5
+	m, err := NewModel(cfg, blobs{way: 5, side: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkModelFD(t, m, rand.New(rand.NewPCG(14, 0)))
+	m.Close()
+	if _, err := NewModel(cfg, blobs{way: 4, side: 7}); err == nil {
+		t.Error("a 4-way family for a model training 5-way was accepted")
+	}
+	bad := cfg
+	bad.TrainWay = 2
+	if err := bad.Validate(); err == nil {
+		t.Error("train_way below way was accepted")
+	}
+
+	cfg.Iters, cfg.ValEvery, cfg.ValTasks = 30, 10, 5
+	cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 10, 2, 1
+	test := blobs{way: 3, side: 7}
+	res, err := Run(context.Background(), cfg, blobs{way: 5, side: 7}, RunOptions{Dir: t.TempDir(), Val: test, Test: test}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Eval == nil || res.Eval.Tasks != 10 || res.Iters != 30 {
+		t.Fatalf("result %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, FileBest)); err != nil {
+		t.Errorf("no best checkpoint from the 3-way validation: %v", err)
 	}
 }

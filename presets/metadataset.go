@@ -150,7 +150,11 @@ func metaDatasetSources(cfg engine.Config, dataDir string, embed bool) (Sources,
 			return datasets.NewMDVarying(family, ns, specs, split, cs, datasets.MDSamplerOptions{
 				MinWays: minWay, MaxWays: cfg.Way, MaxSupport: cfg.Shot, MaxQuery: query})
 		}
-		return datasets.NewMultiEpisodes(family, ns, cs, cfg.Way, cfg.Shot, query)
+		way := cfg.Way
+		if split == "train" {
+			way = cfg.TrainingWay()
+		}
+		return datasets.NewMultiEpisodes(family, ns, cs, way, cfg.Shot, query)
 	}
 	train := cfg.Sources
 	if len(train) == 0 {

@@ -199,12 +199,12 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			}
 			return Sources{}, err
 		}
-		return splitSources(cfg, func(split string, query int) (task.Source, error) {
+		return splitSources(cfg, func(split string, way, query int) (task.Source, error) {
 			set, err := data.Split(split)
 			if err != nil {
 				return nil, err
 			}
-			ep, err := datasets.NewEpisodes(set, cfg.Way, cfg.Shot, query)
+			ep, err := datasets.NewEpisodes(set, way, cfg.Shot, query)
 			if err != nil {
 				return nil, fmt.Errorf("%s split: %w", split, err)
 			}
@@ -254,10 +254,10 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		mode := datasets.PixelMode{Channels: ch}
 		var s Sources
 		for _, sp := range []struct {
-			name  string
-			query int
-			dst   *task.Source
-		}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
+			name       string
+			way, query int
+			dst        *task.Source
+		}{{"train", cfg.TrainingWay(), cfg.Query, &s.Train}, {"val", cfg.Way, cfg.EvalQuery, &s.Val}, {"test", cfg.Way, cfg.EvalQuery, &s.Test}} {
 			cs, err := set.Split(sp.name)
 			if err != nil && sp.name == "val" {
 				continue // a folder without validation classes trains without validation
@@ -269,7 +269,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			if err != nil {
 				return Sources{}, err
 			}
-			ep, err := datasets.NewClassEpisodes(conv, cfg.Way, cfg.Shot, sp.query)
+			ep, err := datasets.NewClassEpisodes(conv, sp.way, cfg.Shot, sp.query)
 			if err != nil && sp.name == "val" {
 				continue
 			}
@@ -292,23 +292,24 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			return Sources{}, err
 		}
 		splits := map[string]datasets.DomainSplit{"train": train, "val": val, "test": test}
-		return splitSources(cfg, func(split string, query int) (task.Source, error) {
-			return d.Episodes(splits[split], cfg.Way, cfg.Shot, query)
+		return splitSources(cfg, func(split string, way, query int) (task.Source, error) {
+			return d.Episodes(splits[split], way, cfg.Shot, query)
 		})
 	}
 	return Sources{}, fmt.Errorf("unknown task family %q", name)
 }
 
-// splitSources makes a run's three sources: split("train", cfg.Query)
-// for training, and the val and test splits with cfg.EvalQuery queries.
-func splitSources(cfg engine.Config, split func(name string, query int) (task.Source, error)) (Sources, error) {
+// splitSources makes a run's three sources: split("train",
+// cfg.TrainingWay(), cfg.Query) for training, and the val and test splits
+// of cfg.Way classes with cfg.EvalQuery queries.
+func splitSources(cfg engine.Config, split func(name string, way, query int) (task.Source, error)) (Sources, error) {
 	var s Sources
 	for _, sp := range []struct {
-		name  string
-		query int
-		dst   *task.Source
-	}{{"train", cfg.Query, &s.Train}, {"val", cfg.EvalQuery, &s.Val}, {"test", cfg.EvalQuery, &s.Test}} {
-		src, err := split(sp.name, sp.query)
+		name       string
+		way, query int
+		dst        *task.Source
+	}{{"train", cfg.TrainingWay(), cfg.Query, &s.Train}, {"val", cfg.Way, cfg.EvalQuery, &s.Val}, {"test", cfg.Way, cfg.EvalQuery, &s.Test}} {
+		src, err := split(sp.name, sp.way, sp.query)
 		if err != nil {
 			return Sources{}, err
 		}
@@ -320,12 +321,12 @@ func splitSources(cfg engine.Config, split func(name string, query int) (task.So
 // classSources is splitSources for a family whose splits are class sets
 // (CIFAR-FS, miniImageNet, embeddings): way-way shot-shot episodes of each.
 func classSources(cfg engine.Config, set func(split string) (datasets.ClassSource, error)) (Sources, error) {
-	return splitSources(cfg, func(split string, query int) (task.Source, error) {
+	return splitSources(cfg, func(split string, way, query int) (task.Source, error) {
 		cs, err := set(split)
 		if err != nil {
 			return nil, err
 		}
-		ep, err := datasets.NewClassEpisodes(cs, cfg.Way, cfg.Shot, query)
+		ep, err := datasets.NewClassEpisodes(cs, way, cfg.Shot, query)
 		if err != nil {
 			return nil, fmt.Errorf("%s split: %w", split, err)
 		}

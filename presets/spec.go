@@ -106,14 +106,15 @@ type override struct {
 	set  func(c *engine.Config, v any)
 }
 
-func always(*engine.Config) bool        { return true }
-func classifies(c *engine.Config) bool  { return c.Classify() }
-func hasFlows(c *engine.Config) bool    { return c.FlowLayers > 0 }
-func hasMLPEmbed(c *engine.Config) bool { return c.Conv == nil }
-func usesConv(c *engine.Config) bool    { return c.Conv != nil }
-func usesImages(c *engine.Config) bool  { return c.Conv != nil || c.ResNet != nil }
-func varying(c *engine.Config) bool     { return c.Varying }
-func fixedShape(c *engine.Config) bool  { return !c.Varying }
+func always(*engine.Config) bool         { return true }
+func classifies(c *engine.Config) bool   { return c.Classify() }
+func hasFlows(c *engine.Config) bool     { return c.FlowLayers > 0 }
+func hasMLPEmbed(c *engine.Config) bool  { return c.Conv == nil }
+func usesConv(c *engine.Config) bool     { return c.Conv != nil }
+func usesImages(c *engine.Config) bool   { return c.Conv != nil || c.ResNet != nil }
+func varying(c *engine.Config) bool      { return c.Varying }
+func fixedShape(c *engine.Config) bool   { return !c.Varying }
+func fixedClasses(c *engine.Config) bool { return c.Classify() && !c.Varying }
 
 // setBackbone swaps an image preset's ψ, keeping its input: conv4 (four
 // blocks, SAME pooling), conv5 (five, floor pooling, as the paper's 84×84
@@ -178,6 +179,7 @@ var overrides = []override{
 	{"meta_batch", KindInt, "tasks per iteration", always, intField(func(c *engine.Config) *int { return &c.MetaBatch })},
 	{"way", KindInt, "classes per task (variable episodes: the most)", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
 	{"shot", KindInt, "support points per task (per class when classifying)", fixedShape, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"train_way", KindInt, "classes per training episode, above way (validation and test keep way)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainWay })},
 	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
 	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
