@@ -3,9 +3,9 @@ package engine
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/task"
