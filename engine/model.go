@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
@@ -55,6 +56,8 @@ type Model struct {
 
 	graphs map[shape]*graph
 	stages map[shape]*staged
+	// released says a graph was dropped since the last build (collect).
+	released bool
 	noise  noise // for evaluation and display runs
 	// pool spreads the work of the model's ops over the cores; the staged
 	// step runs its task ranges as the pool's stages.
@@ -186,7 +189,23 @@ func (m *Model) blueprint() blueprint {
 }
 
 func (m *Model) graph(sh shape) (*graph, error) {
-	return built(m.graphs, sh, func() (*graph, error) { return buildGraph(m.blueprint(), sh) }, func(gr *graph) { gr.vm.Close() })
+	return built(m.graphs, sh, func() (*graph, error) {
+		m.collect()
+		return buildGraph(m.blueprint(), sh)
+	}, func(gr *graph) { gr.vm.Close(); m.released = true })
+}
+
+// collect runs the garbage collector before a graph is built when a
+// varying episode's graph of a ResNet model was just dropped: each holds
+// hundreds of MB (the gradients of 11 M parameters, the activations), and
+// left to the collector's pace, one dropped a step let the heap of a
+// Meta-Dataset run grow to 18 GB; collected here, the next graph reuses
+// their memory.
+func (m *Model) collect() {
+	if m.released && m.Cfg.UsesResNet() {
+		runtime.GC()
+	}
+	m.released = false
 }
 
 // Close releases the machines of all graphs.

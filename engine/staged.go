@@ -58,12 +58,13 @@ type staged struct {
 
 func (m *Model) staged(sh shape) (*staged, error) {
 	return built(m.stages, sh, func() (*staged, error) {
+		m.collect()
 		st, err := buildStaged(m.blueprint(), sh)
 		if err == nil {
 			st.gate = &m.gate
 		}
 		return st, err
-	}, (*staged).close)
+	}, func(st *staged) { st.close(); m.released = true })
 }
 
 func buildStaged(bp blueprint, sh shape) (*staged, error) {
