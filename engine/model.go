@@ -58,7 +58,7 @@ type Model struct {
 	stages map[shape]*staged
 	// released says a graph was dropped since the last build (collect).
 	released bool
-	noise  noise // for evaluation and display runs
+	noise    noise // for evaluation and display runs
 	// pool spreads the work of the model's ops over the cores; the staged
 	// step runs its task ranges as the pool's stages.
 	pool ops.Pool
