@@ -242,6 +242,7 @@ type imageJob struct {
 	files         []drawingFile
 	key           [32]byte
 	sources       []string
+	filter        resizeFilter
 }
 
 // loadImages returns the decoded images of job from the cache when a valid
@@ -261,7 +262,7 @@ func loadImages(job imageJob, opts ImageOptions, start time.Time) (*ImageSet, er
 	if err != nil {
 		return nil, err
 	}
-	if err := decodeImageFiles(job.files, s.pix, job.side, job.side, decodeWorkers(opts.Workers)); err != nil {
+	if err := decodeImageFiles(job.files, s.pix, job.side, job.side, decodeWorkers(opts.Workers), job.filter); err != nil {
 		return nil, err
 	}
 	if info.CacheFile != "" {

@@ -24,6 +24,23 @@ const (
 // for the common cases: grey is replicated, transparency dropped. The size
 // is checked from the header before decoding.
 func decodeRGB(label string, data []byte, h, w int, dst []uint8, s *rgbScratch) error {
+	return decodeRGBWith(label, data, h, w, dst, s, filterArea)
+}
+
+// The filters images are resized with.
+type resizeFilter int
+
+const (
+	// filterArea averages each output pixel's footprint (PIL's
+	// Image.resize with a box filter): the sets whose pipelines use PIL.
+	filterArea resizeFilter = iota
+	// filterBilinearAligned is TensorFlow's resize_bilinear with
+	// align_corners=True: Meta-Dataset's decoder (data/decoder.py).
+	filterBilinearAligned
+)
+
+// decodeRGBWith is decodeRGB with the given resize filter.
+func decodeRGBWith(label string, data []byte, h, w int, dst []uint8, s *rgbScratch, filter resizeFilter) error {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
 	if err != nil {
 		return fmt.Errorf("datasets: %s: not a JPEG or PNG image: %v", label, err)
@@ -42,7 +59,12 @@ func decodeRGB(label string, data []byte, h, w int, dst []uint8, s *rgbScratch) 
 	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
 		return fmt.Errorf("datasets: %s: image header says %d×%d, pixels are %d×%d", label, cfg.Width, cfg.Height, b.Dx(), b.Dy())
 	}
-	resizeAreaRGB(func(y int, row []float32) { rgbRow(img, y, row) }, b.Dx(), b.Dy(), dst[:h*w*3], w, h, s)
+	read := func(y int, row []float32) { rgbRow(img, y, row) }
+	if filter == filterBilinearAligned {
+		resizeBilinearRGB(read, b.Dx(), b.Dy(), dst[:h*w*3], w, h, s)
+	} else {
+		resizeAreaRGB(read, b.Dx(), b.Dy(), dst[:h*w*3], w, h, s)
+	}
 	return nil
 }
 
@@ -92,10 +114,10 @@ func rgbRow(img image.Image, y int, o []float32) {
 
 // decodeImageFiles decodes files[i] into pix[i·h·w·3:] on workers
 // goroutines (see decodeFiles).
-func decodeImageFiles(files []drawingFile, pix []uint8, h, w, workers int) error {
+func decodeImageFiles(files []drawingFile, pix []uint8, h, w, workers int, filter resizeFilter) error {
 	n := h * w * ImageChannels
 	return decodeFiles(files, workers, func(i int, data []byte, s *rgbScratch) error {
-		return decodeRGB(files[i].label, data, h, w, pix[i*n:(i+1)*n], s)
+		return decodeRGBWith(files[i].label, data, h, w, pix[i*n:(i+1)*n], s, filter)
 	})
 }
 

@@ -85,7 +85,7 @@ func LoadMetaDatasetSource(dir, name string, side int, opts ImageOptions) (*MDSo
 		return nil, err
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "mkbench metadataset v%d %d %s\n", imageCacheVersion, side, name)
+	fmt.Fprintf(h, "mkbench metadataset v%d bilinear %d %s\n", imageCacheVersion, side, name)
 	var classes []ImageClass
 	var files []drawingFile
 	for id := 0; id < spec.NumClasses(); id++ {
@@ -114,7 +114,7 @@ func LoadMetaDatasetSource(dir, name string, side int, opts ImageOptions) (*MDSo
 	var key [32]byte
 	h.Sum(key[:0])
 	job := imageJob{family: "metadataset", title: "Meta-Dataset " + name, side: side, classes: classes, files: files, key: key,
-		sources: []string{filepath.Join(dir, name)}}
+		sources: []string{filepath.Join(dir, name)}, filter: filterBilinearAligned}
 	set, err := loadImages(job, opts, start)
 	if err != nil {
 		return nil, err

@@ -163,7 +163,7 @@ func (s *MDStream) read(id, k int) ([]uint8, error) {
 	pix := make([]uint8, s.side*s.side*ImageChannels)
 	sc := rgbScratches.Get().(*rgbScratch)
 	defer rgbScratches.Put(sc)
-	if err := decodeRGB(where, img, s.side, s.side, pix, sc); err != nil {
+	if err := decodeRGBWith(where, img, s.side, s.side, pix, sc, filterBilinearAligned); err != nil {
 		return nil, err
 	}
 	return pix, nil

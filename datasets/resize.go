@@ -134,6 +134,44 @@ func resizeAreaRGB(readRow func(y int, row []float32), sw, sh int, dst []uint8, 
 	}
 }
 
+// resizeBilinearRGB resizes the sw×sh interleaved RGB image (values
+// 0..255) whose rows readRow writes to w×h as TensorFlow's
+// resize_bilinear with align_corners=True does (the corner pixels map to
+// the corners; each output samples the two nearest rows and columns,
+// without averaging what lies between: a photograph shrunk to 84×84
+// aliases, as in the reference), then rounds into dst.
+func resizeBilinearRGB(readRow func(y int, row []float32), sw, sh int, dst []uint8, w, h int, s *rgbScratch) {
+	s.tmp = growF32(s.tmp, sw*sh*3)
+	for y := 0; y < sh; y++ {
+		readRow(y, s.tmp[y*sw*3:(y+1)*sw*3])
+	}
+	scale := func(in, out int) float64 {
+		if out > 1 {
+			return float64(in-1) / float64(out-1)
+		}
+		return 0
+	}
+	sy, sx := scale(sh, h), scale(sw, w)
+	px := func(x, y, c int) float64 { return float64(s.tmp[(y*sw+x)*3+c]) }
+	for oy := 0; oy < h; oy++ {
+		fy := float64(oy) * sy
+		top := int(fy)
+		bot := min(top+1, sh-1)
+		dy := fy - float64(top)
+		for ox := 0; ox < w; ox++ {
+			fx := float64(ox) * sx
+			left := int(fx)
+			right := min(left+1, sw-1)
+			dx := fx - float64(left)
+			for c := 0; c < 3; c++ {
+				t := px(left, top, c) + (px(right, top, c)-px(left, top, c))*dx
+				b := px(left, bot, c) + (px(right, bot, c)-px(left, bot, c))*dx
+				dst[(oy*w+ox)*3+c] = toByte(t + (b-t)*dy)
+			}
+		}
+	}
+}
+
 func growF32(s []float32, n int) []float32 {
 	if cap(s) < n {
 		return make([]float32, n)
