@@ -588,6 +588,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if (set["way"] || set["shot"]) && !c.Classify() {
 		return fail(stderr, errors.New("eval: --way and --shot apply to classification runs only"))
 	}
+	// Evaluation draws no training episodes: a model trained at a higher
+	// way (train_way) is rebuilt at the way it is tested on.
+	c.TrainWay = 0
 	if set["way"] {
 		c.Way = *way
 	}
