@@ -20,6 +20,7 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 	"github.com/mkbench/mkbench/ui"
 )
 
@@ -50,6 +51,10 @@ Usage:
                                 grids of runs from a YAML sweep file, here or on Slurm (mkbench sweep help)
   mkbench report DIR            redraw an experiment's or a sweep's tables and figures
   mkbench presets               list presets
+  mkbench models [--dir DIR] [--json]
+                                the trained models shipped in mkbench (or in DIR)
+  mkbench models export RUN [--name NAME] [--dir DIR]
+                                a run's best model, in float32, into a folder of models
   mkbench --version
 
 --set KEY=VALUE overrides any preset setting (repeatable; e.g. --set lr=0.0005 --set clip_norm=1);
@@ -79,6 +84,8 @@ func cli(args []string, stdout, stderr *os.File) int {
 		return cmdReport(args[1:], stdout, stderr)
 	case "sweep":
 		return cmdSweep(args[1:], stdout, stderr)
+	case "models":
+		return cmdModels(args[1:], stdout, stderr)
 	case "presets":
 		for _, p := range presets.All() {
 			fmt.Fprintf(stdout, "%-14s %s\n", p.Name, p.Summary())
@@ -544,6 +551,8 @@ func recordedData(dir string, set map[string]bool, data *string) {
 func cmdEval(args []string, stdout, stderr *os.File) int {
 	fs := newFlags("eval")
 	run := fs.String("run", "", "run directory to evaluate")
+	model := fs.String("model", "", "evaluate this trained model instead of a run (mkbench models lists them)")
+	modelsDir := fs.String("models-dir", "", "with --model: the folder of models to read it from (default: those shipped in mkbench)")
 	tasks := fs.Int("eval-tasks", 0, "number of evaluation tasks (default: the run's)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	data := fs.String("data", "", dataHelp)
@@ -557,30 +566,45 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if !ok {
 		return code
 	}
-	if *run == "" {
-		return fail(stderr, errors.New("eval: --run DIR is required"))
+	if (*run == "") == (*model == "") {
+		return fail(stderr, errors.New("eval: give --run DIR (a run directory) or --model NAME (mkbench models lists them)"))
+	}
+	if set["models-dir"] && *model == "" {
+		return fail(stderr, errors.New("eval: --models-dir applies to --model NAME"))
 	}
 	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query"); err != nil {
 		return fail(stderr, err)
 	}
-	// The run directory is locked while it is evaluated, so a run resumed
-	// into it meanwhile is refused (and this refused while it trains). A
-	// directory that does not exist is not created: loading says so.
-	if st, err := os.Stat(*run); err == nil && st.IsDir() {
-		lock, err := engine.LockRun(*run)
-		if err != nil {
+	var ck *engine.Checkpoint
+	var which, note string
+	var shipped *models.Info
+	var err error
+	if *model != "" {
+		var info models.Info
+		if ck, info, err = library(*modelsDir).Open(*model); err != nil {
 			return fail(stderr, fmt.Errorf("eval: %w", err))
 		}
-		defer lock.Release()
+		which, shipped = "model "+*model+"'s", &info
+	} else {
+		// The run directory is locked while it is evaluated, so a run
+		// resumed into it meanwhile is refused (and this refused while it
+		// trains). A directory that does not exist is not created:
+		// loading says so.
+		if st, err := os.Stat(*run); err == nil && st.IsDir() {
+			lock, err := engine.LockRun(*run)
+			if err != nil {
+				return fail(stderr, fmt.Errorf("eval: %w", err))
+			}
+			defer lock.Release()
+		}
+		// A run that validated is tested with its best-validation
+		// parameters, as its summary was; where best.gob is missing the
+		// note says which checkpoint stands in.
+		if ck, which, note, err = engine.LoadEvalCheckpoint(*run); err != nil {
+			return fail(stderr, err)
+		}
+		recordedData(*run, set, data)
 	}
-	// A run that validated is tested with its best-validation parameters,
-	// as its summary was; where best.gob is missing the note says which
-	// checkpoint stands in.
-	ck, which, note, err := engine.LoadEvalCheckpoint(*run)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	recordedData(*run, set, data)
 	if note != "" {
 		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
 	}
@@ -674,8 +698,19 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
 		return 0
 	}
+	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"]
+	if shipped != nil {
+		if same && shipped.Test.Tasks == res.Tasks {
+			if shipped.Test.Mean == res.Mean {
+				fmt.Fprintln(stdout, "matches the model's recorded test result")
+			} else {
+				fmt.Fprintf(stdout, "differs from the model's recorded test result (%.6g)\n", shipped.Test.Mean)
+			}
+		}
+		return 0
+	}
 	var sum engine.Summary
-	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && !set["way"] && !set["shot"] && !set["query"] && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && same && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {
 			fmt.Fprintln(stdout, "matches summary.json")
 		} else {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mkbench/mkbench/engine"
 )
 
 // Spec.Config is a deep copy: changing one config never reaches the preset
@@ -166,5 +168,21 @@ func TestNewRunDirMakesFreshDirectories(t *testing.T) {
 	t.Setenv("MKBENCH_RUNS", "")
 	if RunsRoot() != "runs" {
 		t.Fatal("default root")
+	}
+}
+
+// ConfigDiff names exactly the fields that differ, nested ones dotted.
+func TestConfigDiff(t *testing.T) {
+	a, _ := Get("omniglot-5w1s")
+	b := a.Config
+	b.Conv = &engine.ConvSpec{}
+	*b.Conv = *a.Config.Conv
+	b.LR, b.Conv.Filters, b.TrainWay = 5e-4, 32, 20
+	got := strings.Join(ConfigDiff(a.Config, b), " ")
+	if got != "conv.filters=32 lr=0.0005 train_way=20" {
+		t.Errorf("diff %q", got)
+	}
+	if d := ConfigDiff(a.Config, a.Config); len(d) != 0 {
+		t.Errorf("a config differs from itself: %v", d)
 	}
 }

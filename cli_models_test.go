@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A run's model exported into a folder of models is listed, evaluates
+// to its recorded test result with no run directory, at another way too;
+// a damaged or missing model and an oversized one are each one error.
+func TestModelsExportListEval(t *testing.T) {
+	root := t.TempDir()
+	run, lib := filepath.Join(root, "run"), filepath.Join(root, "models")
+	small := []string{"--set", "conv_filters=4", "--set", "infer_hidden=16", "--set", "prior_hidden=16", "--set", "flow_hidden=16", "--set", "bases=32"}
+	args := append([]string{"run", "--preset", "omniglot-5w1s", "--iters", "4", "--eval-tasks", "20", "--set", "val_every=2", "--set", "val_tasks=5", "--out", run, "--quiet"}, small...)
+	if out, e, code := mkbench(t, args...); code != 0 {
+		t.Fatalf("run (exit %d): %s%s", code, out, e)
+	}
+	out, e, code := mkbench(t, "models", "export", run, "--name", "tiny", "--dir", lib)
+	if code != 0 || !strings.Contains(out, "exported") {
+		t.Fatalf("export (exit %d): %s%s", code, out, e)
+	}
+	for _, f := range []string{"model.mkbm", "model.json", "metrics.jsonl", "val.jsonl"} {
+		if _, err := os.Stat(filepath.Join(lib, "tiny", f)); err != nil {
+			t.Error(err)
+		}
+	}
+	out, e, code = mkbench(t, "models", "--dir", lib)
+	if code != 0 || !strings.Contains(out, "tiny") || !strings.Contains(out, "omniglot-5w1s") || !strings.Contains(out, "(20 tasks)") {
+		t.Errorf("models (exit %d): %s%s", code, out, e)
+	}
+	if out, _, _ := mkbench(t, "models", "--dir", lib, "--json"); !strings.Contains(out, `"settings"`) || !strings.Contains(out, `"conv.filters=4"`) {
+		t.Errorf("models --json lacks the run's settings: %s", out)
+	}
+	out, e, code = mkbench(t, "eval", "--model", "tiny", "--models-dir", lib)
+	if code != 0 || !strings.Contains(out, "matches the model's recorded test result") {
+		t.Errorf("eval --model (exit %d): %s%s", code, out, e)
+	}
+	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--way", "20", "--eval-tasks", "3"); code != 0 || !strings.Contains(out, "(3 tasks)") {
+		t.Errorf("eval --model --way 20 (exit %d): %s%s", code, out, e)
+	}
+
+	// Damage and absence.
+	f := filepath.Join(lib, "tiny", "model.mkbm")
+	b, _ := os.ReadFile(f)
+	b[len(b)/3] ^= 0x10
+	os.WriteFile(f, b, 0o644)
+	if _, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib); code == 0 || !strings.Contains(e, "model file is damaged") || !strings.Contains(e, "re-export") {
+		t.Errorf("damaged model (exit %d): %s", code, e)
+	}
+	if _, e, code := mkbench(t, "eval", "--model", "nosuch", "--models-dir", lib); code == 0 || !strings.Contains(e, `no such model "nosuch"`) {
+		t.Errorf("missing model (exit %d): %s", code, e)
+	}
+	if _, e, code := mkbench(t, "eval", "--run", run, "--model", "tiny"); code == 0 || !strings.Contains(e, "--run DIR") {
+		t.Errorf("--run and --model together (exit %d): %s", code, e)
+	}
+
+	// The paper's architecture is 3.2 M parameters: over the 8 MB a model
+	// may take in float32.
+	big := filepath.Join(root, "big")
+	if out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--iters", "1", "--eval-tasks", "1", "--set", "val_every=0", "--out", big, "--quiet"); code != 0 {
+		t.Fatalf("big run (exit %d): %s%s", code, out, e)
+	}
+	if _, e, code := mkbench(t, "models", "export", big, "--dir", lib); code == 0 || !strings.Contains(e, "over the 8 MB") {
+		t.Errorf("oversized export (exit %d): %s", code, e)
+	}
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
+)
+
+// shippedDir is where `mkbench models export` writes by default: the
+// folder built into the binary, in a checkout of mkbench.
+const shippedDir = "presets/models/shipped"
+
+// library is the shipped models, or the folder --models-dir names.
+func library(dir string) models.Library {
+	if dir != "" {
+		return models.Dir(dir)
+	}
+	return models.Shipped()
+}
+
+// cmdModels lists the trained models (mkbench models), or exports a run's
+// model into a folder of them (mkbench models export).
+func cmdModels(args []string, stdout, stderr *os.File) int {
+	if len(args) > 0 && args[0] == "export" {
+		return cmdModelsExport(args[1:], stdout, stderr)
+	}
+	fs := newFlags("models")
+	dir := fs.String("dir", "", "list the models in this folder instead of those shipped in mkbench")
+	asJSON := fs.Bool("json", false, "print the list as JSON")
+	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	list, err := library(*dir).List()
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(list, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stdout, "no models (mkbench models export RUN --name NAME adds one)")
+		return 0
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "MODEL\tPRESET\tVARIANT\tTEST\tTRAINED\tITERATIONS\tPARAMETERS")
+	for _, m := range list {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (best %d)\t%d\n", m.Name, m.Preset, m.Variant, m.Test, m.TrainSeconds/60, m.Iters, m.BestIter, m.Params)
+	}
+	w.Flush()
+	return 0
+}
+
+// cmdModelsExport writes a run's evaluated model (its best validation's
+// parameters) as a model folder, testing the float32 model it writes with
+// the run's evaluation settings.
+func cmdModelsExport(args []string, stdout, stderr *os.File) int {
+	fs := newFlags("models export")
+	name := fs.String("name", "", "the model's name (default: the run's preset)")
+	dir := fs.String("dir", shippedDir, "the folder of models to write into")
+	data := fs.String("data", "", dataHelp)
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--dir DIR]"))
+	}
+	run := args[0]
+	set, code, ok := parseArgs(fs, args[1:], stdout, stderr)
+	if !ok {
+		return code
+	}
+	lock, err := engine.LockRun(run)
+	if err != nil {
+		return fail(stderr, fmt.Errorf("models export: %w", err))
+	}
+	defer lock.Release()
+	recordedData(run, set, data)
+	rc, err := engine.ReadRunConfig(run)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if *name == "" {
+		*name = rc.Preset
+	}
+	var settings []string
+	if p, err := presets.Get(rc.Preset); err == nil {
+		base := p.Config
+		if err := base.ApplyVariant(rc.Config.Variant(), rc.Config.FlowLayers); err == nil {
+			settings = presets.ConfigDiff(base, rc.Config)
+		}
+	}
+	info, err := models.Export(run, *dir, *name, settings, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
+		c := ck.Config
+		srcs, err := presets.NewSources(ck.Source, c, *data)
+		if err != nil {
+			return engine.EvalResult{}, err
+		}
+		m, err := ck.Model(srcs.Train)
+		if err != nil {
+			return engine.EvalResult{}, err
+		}
+		defer m.Close()
+		if len(srcs.TestBy) > 0 {
+			ev, _, err := m.EvaluateSources(srcs.TestBy, c.EvalTasks, c.EvalQuery, c.EvalSamples, c.Seed)
+			return ev, err
+		}
+		test := srcs.Test
+		if test == nil {
+			test = srcs.Train
+		}
+		return m.EvaluateOn(test, c.EvalTasks, c.EvalQuery, c.EvalSamples, c.Seed)
+	})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintf(stdout, "exported %s → %s: %s, %d parameters (float32)\n", run, filepath.Join(*dir, info.Name), info.Test, info.Params)
+	return 0
+}
