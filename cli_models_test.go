@@ -42,6 +42,21 @@ func TestModelsExportListEval(t *testing.T) {
 		t.Errorf("eval --model --way 20 (exit %d): %s%s", code, out, e)
 	}
 
+	// The versatility experiment on the model, with no run directory: the
+	// model becomes a run directory under the runs root, read like --run's.
+	exp := filepath.Join(root, "vers")
+	out, e, code = mkbench(t, "experiment", "versatility", "--model", "tiny", "--models-dir", lib, "--ways", "5,10", "--shots", "1",
+		"--eval-tasks", "3", "--out", exp, "--quiet")
+	if code != 0 || !strings.Contains(out, "10") {
+		t.Fatalf("experiment versatility --model (exit %d): %s%s", code, out, e)
+	}
+	if csv := string(readAll(t, filepath.Join(exp, "results.csv"))); strings.Count(csv, "\n") < 3 {
+		t.Errorf("results.csv: %s", csv)
+	}
+	if _, e, code := mkbench(t, "experiment", "ablation", "--model", "tiny", "--models-dir", lib, "--out", filepath.Join(root, "x")); code == 0 || !strings.Contains(e, "versatility") {
+		t.Errorf("--model on ablation (exit %d): %s", code, e)
+	}
+
 	// Damage and absence.
 	f := filepath.Join(lib, "tiny", "model.mkbm")
 	b, _ := os.ReadFile(f)

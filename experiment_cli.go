@@ -49,6 +49,8 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	data := fs.String("data", "", dataHelp)
 	out := fs.String("out", "", "experiment directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
 	fromRun := fs.String("run", "", "versatility: evaluate this trained run directory instead of training")
+	model := fs.String("model", "", "versatility: evaluate this trained model (mkbench models lists them) instead of training")
+	modelsDir := fs.String("models-dir", "", "with --model: the folder of models to read it from (default: those shipped in mkbench)")
 	resume := fs.String("resume", "", "continue the interrupted experiment in this directory")
 	quiet := fs.Bool("quiet", false, "print only the results")
 	engineName, jobs, wait := engineFlags(fs)
@@ -82,7 +84,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	var ov presets.Overrides
 	var dir string
 	if *resume != "" {
-		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run", "set"} {
+		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run", "model", "models-dir", "set"} {
 			if set[n] {
 				return fail(stderr, fmt.Errorf("experiment: --%s cannot be changed when resuming (the experiment keeps its settings); only --data, --quiet and the engine's flags can", n))
 			}
@@ -114,6 +116,28 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 			if _, ok := ov[k]; ok {
 				return fail(stderr, fmt.Errorf("experiment: --set %s: give it as %s, the experiment's own setting", k, f))
 			}
+		}
+		if *model != "" {
+			if name != experiments.Versatility || set["run"] {
+				return fail(stderr, errors.New("experiment: --model belongs to the versatility experiment, instead of --run"))
+			}
+			// The model becomes an ordinary run directory beside the
+			// runs, which the experiment then reads like --run's.
+			lib := library(*modelsDir)
+			runDir := filepath.Join(presets.RunsRoot(), "models", *model)
+			if err := lib.Materialize(*model, runDir); err != nil {
+				return fail(stderr, fmt.Errorf("experiment: %w", err))
+			}
+			*fromRun = runDir
+			if *preset == "" {
+				rc, err := engine.ReadRunConfig(runDir)
+				if err != nil {
+					return fail(stderr, err)
+				}
+				*preset = rc.Preset
+			}
+		} else if set["models-dir"] {
+			return fail(stderr, errors.New("experiment: --models-dir applies to --model NAME"))
 		}
 		o = experiments.Options{Experiment: name, Preset: *preset, Iters: *iters, EvalTasks: *evalTasks, Minutes: *minutes, FromRun: *fromRun}
 		var err error
