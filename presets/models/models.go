@@ -1,8 +1,3 @@
-// Package models holds trained models: those shipped in the binary (the
-// folder shipped/, embedded) and any folder of them a user exports. A
-// model is a folder holding model.mkbm (engine.ModelFile: the parameters
-// in float32 with the config), model.json (Info) and the run's learning
-// curves, metrics.jsonl and val.jsonl.
 package models
 
 import (
