@@ -38,7 +38,7 @@ Usage:
               [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
               [--image-size N] [--channels 1|3] [--sources a,b] [--test-sources a,b]
   mkbench run --resume DIR [--iters N] [--repair] [--data DIR]
-  mkbench eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--query Q] [--data DIR] [--json]
+  mkbench eval --run DIR | --model NAME [--eval-tasks N] [--way W] [--shot K] [--query Q] [--samples S] [--data DIR] [--json]
               [--folder DIR2 [--split all|test]]   an image model on a folder of your own images
   mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
               [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--set KEY=VALUE ...]
@@ -559,6 +559,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
 	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
+	samples := fs.Int("samples", 0, "ω draws averaged per prediction (the posterior predictive; default: the run's eval_samples)")
 	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
 	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
 	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
@@ -572,7 +573,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if set["models-dir"] && *model == "" {
 		return fail(stderr, errors.New("eval: --models-dir applies to --model NAME"))
 	}
-	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query"); err != nil {
+	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query", "samples"); err != nil {
 		return fail(stderr, err)
 	}
 	var ck *engine.Checkpoint
@@ -620,6 +621,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	if set["shot"] {
 		c.Shot = *shot
+	}
+	if set["samples"] {
+		c.EvalSamples = *samples
 	}
 	if set["query"] {
 		// The training source is built too (the model is rebuilt on it),
@@ -698,7 +702,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
 		return 0
 	}
-	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"]
+	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"]
 	if shipped != nil {
 		if same && shipped.Test.Tasks == res.Tasks {
 			if shipped.Test.Mean == res.Mean {

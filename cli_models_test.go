@@ -41,6 +41,9 @@ func TestModelsExportListEval(t *testing.T) {
 	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--way", "20", "--eval-tasks", "3"); code != 0 || !strings.Contains(out, "(3 tasks)") {
 		t.Errorf("eval --model --way 20 (exit %d): %s%s", code, out, e)
 	}
+	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--samples", "3", "--json"); code != 0 || !strings.Contains(out, `"samples": 3`) {
+		t.Errorf("eval --samples 3 (exit %d): %s%s", code, out, e)
+	}
 
 	// The versatility experiment on the model, with no run directory: the
 	// model becomes a run directory under the runs root, read like --run's.
