@@ -67,7 +67,7 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"run"}, "--preset is required"},
 		{[]string{"run", "--resume", dir}, "is not a run directory"},
 		{[]string{"run", "--resume", dir, "--seed", "3"}, "cannot be changed when resuming"},
-		{[]string{"eval"}, "--run DIR is required"},
+		{[]string{"eval"}, "give --run DIR (a run directory) or --model NAME"},
 		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},
 		{[]string{"tui", "--iters", "0"}, "--iters must be positive"},
 		{[]string{"tui", "--preset", "sine-7shot"}, `unknown preset "sine-7shot"`},
