@@ -71,6 +71,27 @@
 // EmbeddingSplitFile finds a split's file in the layouts features are
 // shared in: LEO's <split>_embeddings.pkl, or .npz archives.
 //
+// # Meta-Dataset
+//
+// LoadMetaDatasetSource reads one source of Meta-Dataset's converted
+// records (a folder with dataset_spec.json and one {class id}.tfrecords per
+// class; the TFRecord framing and tf.train.Example in datasets/tfrecord)
+// and decodes its images, resized as the reference's decoder resizes them
+// (bilinear, corners aligned), into a cached ImageSet; a source too large
+// for that (ILSVRC) is streamed instead by OpenMetaDatasetStream, which
+// indexes the records and decodes each image as an episode draws it. The
+// spec's three kinds (plain, bi-level, hierarchical) are read by
+// LoadMetaDatasetSpec; MDSampler draws episode compositions by every rule
+// and constant of the reference's sampler. MDEpisodes draws fixed way and
+// shot episodes, MDVarying the sampler's own variable ones (a
+// task.Varying); both draw each episode from one of several sources.
+//
+// # Your own images
+//
+// LoadFolder reads a folder of class folders of images (or train/, val/
+// and test/ folders of them) as an ImageSet; Convert reads a set's images
+// in a model's convention (channels, ink, [−1, 1]).
+//
 // # File formats
 //
 // The embeddings and CIFAR-100 come as numpy and Python files, read here
@@ -122,7 +143,10 @@
 // Data problems are returned as errors that start with "datasets: " and name
 // the file, zip or tar entry, list line or numbers at fault; a missing data
 // folder wraps ErrNoOmniglot, ErrNoMiniImageNet, ErrNoCIFAR, ErrNoDomainNet
-// or ErrNoEmbeddings, so that a command line can add its own hint. Nothing
-// here panics on bad data; a batch of the wrong size passed to Sample is a
+// or ErrNoEmbeddings (ErrNoMetaDataset, ErrNoFolder), so that a command
+// line can add its own hint. Nothing here panics on bad data, except a
+// streamed Meta-Dataset record found damaged when an episode draws it
+// (the draw cannot return an error; the engine turns the panic into the
+// run's error); a batch of the wrong size passed to Sample is a
 // programmer error and panics.
 package datasets

@@ -28,7 +28,14 @@
 // stage of a training step), model.go holds a Model (its parameters, carried
 // context, graphs and per-model ops.Pool) and runs a graph, staged.go is the
 // training step, mlp_summary.go its graph-free task summaries, optim.go the
-// optimizer, and eval.go evaluation and the display snapshot.
+// optimizer, eval.go evaluation and the display snapshot, and modelfile.go
+// the compact float32 model files that ship trained models.
+//
+// Episodes of varying shape (Config.Varying, a task.Varying source:
+// Meta-Dataset's sampler) train one per step, each through graphs built
+// for its shape (shape.Uneven); the last such graph is kept, the others
+// released. Config.TrainWay trains at a higher way than the model is
+// tested on; its graphs carry their way (shape.Way).
 //
 // Run trains with a Loop (loop.go): the loop runs the steps and keeps the
 // iteration count and the training time, and everything else a run does is
