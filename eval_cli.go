@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
+)
+
+// absData is the data folder a run records: absolute, so that resuming
+// from another working directory finds it; "" stays "" (the default).
+func absData(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return dir
+}
+
+// recordedData sets *data to the data folder run directory dir recorded
+// when it started, unless --data was given. A config.json that is missing
+// or damaged (the checkpoint still holds the run) leaves the default.
+func recordedData(dir string, set map[string]bool, data *string) {
+	if set["data"] {
+		return
+	}
+	if rc, err := engine.ReadRunConfig(dir); err == nil {
+		*data = rc.Data
+	}
+}
+
+func cmdEval(args []string, stdout, stderr *os.File) int {
+	fs := newFlags("eval")
+	run := fs.String("run", "", "run directory to evaluate")
+	model := fs.String("model", "", "evaluate this trained model instead of a run (mkbench models lists them)")
+	modelsDir := fs.String("models-dir", "", "with --model: the folder of models to read it from (default: those shipped in mkbench)")
+	tasks := fs.Int("eval-tasks", 0, "number of evaluation tasks (default: the run's)")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	data := fs.String("data", "", dataHelp)
+	way := fs.Int("way", 0, "classification: evaluate on tasks of this many classes (default: as trained)")
+	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
+	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
+	samples := fs.Int("samples", 0, "ω draws averaged per prediction (the posterior predictive; default: the run's eval_samples)")
+	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
+	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
+	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
+	set, code, ok := parseArgs(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if (*run == "") == (*model == "") {
+		return fail(stderr, errors.New("eval: give --run DIR (a run directory) or --model NAME (mkbench models lists them)"))
+	}
+	if set["models-dir"] && *model == "" {
+		return fail(stderr, errors.New("eval: --models-dir applies to --model NAME"))
+	}
+	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query", "samples"); err != nil {
+		return fail(stderr, err)
+	}
+	var ck *engine.Checkpoint
+	var which, note string
+	var shipped *models.Info
+	var err error
+	if *model != "" {
+		var info models.Info
+		if ck, info, err = library(*modelsDir).Open(*model); err != nil {
+			return fail(stderr, fmt.Errorf("eval: %w", err))
+		}
+		which, shipped = "model "+*model+"'s", &info
+	} else {
+		// The run directory is locked while it is evaluated, so a run
+		// resumed into it meanwhile is refused (and this refused while it
+		// trains). A directory that does not exist is not created:
+		// loading says so.
+		if st, err := os.Stat(*run); err == nil && st.IsDir() {
+			lock, err := engine.LockRun(*run)
+			if err != nil {
+				return fail(stderr, fmt.Errorf("eval: %w", err))
+			}
+			defer lock.Release()
+		}
+		// A run that validated is tested with its best-validation
+		// parameters, as its summary was; where best.gob is missing the
+		// note says which checkpoint stands in.
+		if ck, which, note, err = engine.LoadEvalCheckpoint(*run); err != nil {
+			return fail(stderr, err)
+		}
+		recordedData(*run, set, data)
+	}
+	if note != "" {
+		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
+	}
+	c := &ck.Config
+	if (set["way"] || set["shot"]) && !c.Classify() {
+		return fail(stderr, errors.New("eval: --way and --shot apply to classification runs only"))
+	}
+	// Evaluation draws no training episodes: a model trained at a higher
+	// way (train_way) is rebuilt at the way it is tested on.
+	c.TrainWay = 0
+	if set["way"] {
+		c.Way = *way
+	}
+	if set["shot"] {
+		c.Shot = *shot
+	}
+	if set["samples"] {
+		c.EvalSamples = *samples
+	}
+	if set["query"] {
+		// The training source is built too (the model is rebuilt on it),
+		// so its queries follow.
+		c.EvalQuery, c.Query = *query, *query
+	}
+	if err := c.Validate(); err != nil {
+		return fail(stderr, fmt.Errorf("eval: %w", err))
+	}
+	if err := presets.CheckMemory(*run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
+		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query"}); err != nil {
+		return fail(stderr, fmt.Errorf("eval: %w", err))
+	}
+	if set["test-sources"] {
+		_, v, err := presets.ParseSet("test_sources=" + *testSources)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("eval: --test-sources: %w", err))
+		}
+		c.TestSources = v.([]string)
+	}
+	if set["split"] && !set["folder"] {
+		return fail(stderr, errors.New("eval: --split applies to --folder DIR"))
+	}
+	var srcs presets.Sources
+	if *folder != "" {
+		srcs, err = folderSources(*folder, *split, ck.Source, *c)
+	} else {
+		srcs, err = presets.NewSources(ck.Source, *c, *data)
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	m, err := ck.Model(srcs.Train)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer m.Close()
+	n := c.EvalTasks
+	if set["eval-tasks"] {
+		n = *tasks
+	}
+	test := srcs.Test
+	if test == nil {
+		test = srcs.Train
+	}
+	var res engine.EvalResult
+	var bySource map[string]*engine.EvalResult
+	if len(srcs.TestBy) > 0 && *folder == "" {
+		res, bySource, err = m.EvaluateSources(srcs.TestBy, n, c.EvalQuery, c.EvalSamples, c.Seed)
+	} else {
+		res, err = m.EvaluateOn(test, n, c.EvalQuery, c.EvalSamples, c.Seed)
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	for _, s := range srcs.TestBy {
+		if r := bySource[s.Name]; r != nil && !*asJSON {
+			fmt.Fprintf(stdout, "%-16s %s\n", s.Name, r)
+		}
+	}
+	if *asJSON && bySource != nil {
+		b, _ := json.MarshalIndent(struct {
+			Eval     engine.EvalResult             `json:"eval"`
+			BySource map[string]*engine.EvalResult `json:"eval_by_source"`
+		}{res, bySource}, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d, %s checkpoint)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter, which)
+	if *folder != "" {
+		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
+		return 0
+	}
+	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"]
+	if shipped != nil {
+		if same && shipped.Test.Tasks == res.Tasks {
+			if shipped.Test.Mean == res.Mean {
+				fmt.Fprintln(stdout, "matches the model's recorded test result")
+			} else {
+				fmt.Fprintf(stdout, "differs from the model's recorded test result (%.6g)\n", shipped.Test.Mean)
+			}
+		}
+		return 0
+	}
+	var sum engine.Summary
+	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && same && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+		if sum.Eval.Mean == res.Mean {
+			fmt.Fprintln(stdout, "matches summary.json")
+		} else {
+			fmt.Fprintf(stdout, "differs from summary.json (%.6g)\n", sum.Eval.Mean)
+		}
+	}
+	return 0
+}
