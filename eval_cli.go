@@ -12,18 +12,6 @@ import (
 	"github.com/mkbench/mkbench/presets/models"
 )
 
-// absData is the data folder a run records: absolute, so that resuming
-// from another working directory finds it; "" stays "" (the default).
-func absData(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		return abs
-	}
-	return dir
-}
-
 // recordedData sets *data to the data folder run directory dir recorded
 // when it started, unless --data was given. A config.json that is missing
 // or damaged (the checkpoint still holds the run) leaves the default.
