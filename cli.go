@@ -360,7 +360,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintln(stdout, start)
 	}
 	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-		Budget: time.Duration(*minutes * float64(time.Minute)), Data: absOrEmpty(*data)}
+		Budget: time.Duration(*minutes * float64(time.Minute)), Data: *data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
 		fmt.Fprintf(stderr, "mkbench: note: %s\n", n)

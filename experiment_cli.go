@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
@@ -338,7 +339,7 @@ func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr
 		engineName = "local"
 	}
 	m := sweep.Manifest{File: sweep.File{Presets: []string{r.Options.Preset}}, Units: sweep.ExperimentUnits(runs),
-		Data: absOrEmpty(r.Options.Data), Engine: engineName, Experiment: r.Options.Experiment}
+		Data: runfile.AbsOrEmpty(r.Options.Data), Engine: engineName, Experiment: r.Options.Experiment}
 	if slurmFile != "" {
 		data, err := os.ReadFile(slurmFile)
 		if err != nil {

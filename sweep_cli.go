@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
@@ -247,7 +248,7 @@ func cmdSweepRun(file string, args []string, stdout, stderr *os.File) int {
 			return fail(stderr, err)
 		}
 	}
-	m := sweep.Manifest{File: f, Units: f.Units(), Data: absOrEmpty(*data), Engine: *engineName}
+	m := sweep.Manifest{File: f, Units: f.Units(), Data: runfile.AbsOrEmpty(*data), Engine: *engineName}
 	if m.Binary, err = selfPath(); err != nil {
 		return fail(stderr, err)
 	}
@@ -265,18 +266,6 @@ func cmdSweepRun(file string, args []string, stdout, stderr *os.File) int {
 		return code
 	}
 	return sweepReport(dir, *quiet, stdout, stderr, code)
-}
-
-// absOrEmpty is p made absolute, so a worker in another directory (a
-// Slurm task) finds it; "" stays "".
-func absOrEmpty(p string) string {
-	if p == "" {
-		return ""
-	}
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }
 
 // selfPath is this mkbench executable, for the workers.

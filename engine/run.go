@@ -23,8 +23,8 @@ var ErrStopped = errors.New("engine: run stopped")
 type RunOptions struct {
 	Preset string // recorded in the run files
 	// Data is the data folder the task sources were read from, recorded
-	// in config.json so that resuming and re-evaluating find it again
-	// ("" for a family's default folder).
+	// (absolute) in config.json so that resuming and re-evaluating find it
+	// again ("" for a family's default folder).
 	Data         string
 	Dir          string        // run directory; "" keeps nothing on disk
 	Resume       bool          // continue from Dir's checkpoint, with its config; cfg.Iters > 0 sets a new budget
@@ -414,7 +414,7 @@ func (r *run) close() {
 // directory: it refuses a directory that holds a run, drops the files of
 // one stopped before its first checkpoint, and writes config.json.
 func (r *run) newDir(*Loop) error {
-	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Data: r.opts.Data, Config: r.cfg}, r.res)
+	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Data: runfile.AbsOrEmpty(r.opts.Data), Config: r.cfg}, r.res)
 }
 
 // step is the loop's step: training iteration iter.

@@ -189,7 +189,7 @@ func (r *Runner) train(ctx context.Context, pr Progress, dir string, j job, o Op
 		}
 		r.report(pr)
 		opts := engine.RunOptions{Preset: j.preset, Dir: dir, Resume: resume, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-			Budget: budget(o), ReportEvery: 250 * time.Millisecond}
+			Budget: budget(o), ReportEvery: 250 * time.Millisecond, Data: o.Data}
 		if _, err := engine.Run(ctx, j.cfg, srcs.Train, opts, r.stepReporter(pr)); err != nil {
 			return SeedResult{}, fmt.Errorf("%s: %w", j.name, err)
 		}

@@ -4,7 +4,8 @@
 // the old one), and JSON-lines logs are appended row by row and, when a run
 // resumes, cut back to the rows its checkpoint covers. Lock gives one
 // process at a time a directory: a second one gets an error naming the
-// holder, and a dead holder's lock is taken over.
+// holder, and a dead holder's lock is taken over. AbsOrEmpty makes the
+// paths a directory records absolute.
 //
 // It imports nothing of the engine, so the engine, the experiments and the
 // data caches share one copy of these primitives.

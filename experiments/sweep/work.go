@@ -124,7 +124,7 @@ func (w *Worker) train(ctx context.Context, m Manifest, u Unit, dir string, iter
 		w.logf("%s: training %s, variant %s, seed %d, %d iterations", u.Name, u.RecordedPreset(), cfg.Variant(), cfg.Seed, cfg.Iters)
 	}
 	opts := engine.RunOptions{Preset: u.RecordedPreset(), Dir: dir, Resume: resume, Locked: true, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-		Budget: time.Duration(u.Minutes * float64(time.Minute)), ReportEvery: time.Second}
+		Budget: time.Duration(u.Minutes * float64(time.Minute)), ReportEvery: time.Second, Data: m.Data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, w.progress(u))
 	for _, n := range res.Notes {
 		w.logf("%s: note: %s", u.Name, n)
