@@ -85,3 +85,16 @@ func TestModelsExportListEval(t *testing.T) {
 		t.Errorf("oversized export (exit %d): %s", code, e)
 	}
 }
+
+// The sweep files the shipped models are trained from plan without error.
+func TestShippedModelSweepsPlan(t *testing.T) {
+	files, _ := filepath.Glob("presets/models/sweeps/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no sweep files in presets/models/sweeps")
+	}
+	for _, f := range files {
+		if out, e, code := mkbench(t, "sweep", "plan", f); code != 0 || !strings.Contains(out, "1 units") {
+			t.Errorf("%s (exit %d): %s%s", f, code, out, e)
+		}
+	}
+}
