@@ -458,6 +458,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
 	data := fs.String("data", "", dataHelp)
 	sweepDir := fs.String("sweep", "", "watch the sweep in DIR (mkbench sweep run --out DIR), wherever its units run")
+	modelsDir := fs.String("models-dir", "", "the picker lists the models in this folder (mkbench models export --dir) instead of the shipped ones")
 	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
 	if !ok {
@@ -489,7 +490,13 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	if why := noTerminal(os.Stdin, stdout); why != "" {
 		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov, Sweep: *sweepDir}, stdout); err != nil {
+	lib := library(*modelsDir)
+	if *modelsDir != "" {
+		if _, err := lib.List(); err != nil {
+			return fail(stderr, fmt.Errorf("tui: --models-dir: %w", err))
+		}
+	}
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

@@ -18,6 +18,7 @@ import (
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 )
 
 const experimentUsage = `Usage:
@@ -125,7 +126,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 			// The model becomes an ordinary run directory beside the
 			// runs, which the experiment then reads like --run's.
 			lib := library(*modelsDir)
-			runDir := filepath.Join(presets.RunsRoot(), "models", *model)
+			runDir := models.RunDir(presets.RunsRoot(), *model)
 			if err := lib.Materialize(*model, runDir); err != nil {
 				return fail(stderr, fmt.Errorf("experiment: %w", err))
 			}

@@ -56,6 +56,25 @@ func ReadRunConfig(dir string) (RunConfig, error) {
 	return rc, nil
 }
 
+// ReadSummary reads the summary.json of run directory dir: nil without
+// error when the run has none (it has not finished), an error naming the
+// file when it is damaged.
+func ReadSummary(dir string) (*Summary, error) {
+	path := filepath.Join(dir, FileSummary)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: reading %s: %w", path, err)
+	}
+	var sum Summary
+	if err := json.Unmarshal(data, &sum); err != nil {
+		return nil, fmt.Errorf("engine: %s is damaged (%v); evaluate the run again with mkbench eval --run %s", path, err, dir)
+	}
+	return &sum, nil
+}
+
 // MetricsRow is one line of metrics.jsonl: averages over the iterations
 // since the previous row, except lambda and lr, taken at Iter. Wall-clock
 // figures are deliberately absent so equal seeds give byte-equal files.

@@ -71,6 +71,7 @@ type dashboard struct {
 	note      note
 	quitting  bool
 	readOnly  bool // an experiment's run: the experiment drives it, only view keys work
+	opened    bool // read-only too: a finished run opened from its directory (run_open.go)
 	w, h      int
 	panes     [numPanes]string
 	paneSize  [numPanes][2]int
@@ -216,7 +217,11 @@ func (d *dashboard) stopAll() int {
 func (d *dashboard) key(msg tea.KeyMsg) {
 	k := d.keys
 	if d.readOnly && !key.Matches(msg, k.viewOnly().Keys...) {
-		d.setMsg("the experiment drives this run: esc returns to it, q stops it")
+		if d.opened {
+			d.setMsg("a finished run, shown from its files: esc goes back, X runs an experiment on it")
+		} else {
+			d.setMsg("the experiment drives this run: esc returns to it, q stops it")
+		}
 		d.dirty[paneRuns] = true
 		return
 	}

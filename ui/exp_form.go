@@ -16,6 +16,7 @@ import (
 
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 )
 
 // The experiments screen's setup form: which experiment, on which preset,
@@ -36,6 +37,7 @@ var expAbout = map[string]string{
 const (
 	ffExperiment = iota
 	ffPreset
+	ffModel // versatility: a trained model instead of training one
 	ffVariants
 	ffSeeds
 	ffIters
@@ -47,7 +49,7 @@ const (
 	numFields
 )
 
-var fieldLabels = [numFields]string{"Experiment", "Preset", "Variants", "Seeds", "Iterations", "Bases D", "Shots", "Ways", "Eval tasks", "Directory"}
+var fieldLabels = [numFields]string{"Experiment", "Preset", "Model", "Variants", "Seeds", "Iterations", "Bases D", "Shots", "Ways", "Eval tasks", "Directory"}
 
 // fieldHints explain the text fields; an empty field is the default shown
 // in it.
@@ -68,6 +70,12 @@ type expForm struct {
 	kind    int // index into expKinds
 	preset  int // index into presets
 	inputs  [numFields]textinput.Model
+	// trained are the models the versatility experiment can evaluate
+	// instead of training one: trained[0] is none (train), then a run
+	// opened in the workbench, then the shipped models.
+	trained []trainedModel
+	model   int // index into trained
+	lib     models.Library
 	focus   int
 	root    string // runs root, for the default directory
 	// Checked from the fields by refresh.
@@ -77,8 +85,20 @@ type expForm struct {
 	stamp string // the time part of the default directory as shown
 }
 
-func newExpForm(t Theme, k expKeys, all []presets.Preset, root string) expForm {
-	f := expForm{theme: t, keys: k, presets: all, root: root, stamp: "YYYYMMDD-HHMMSS"}
+// trainedModel is a choice of the form's Model field.
+type trainedModel struct {
+	Name, Preset string
+	// Dir is the run directory holding it; a shipped model (Shipped) is
+	// written there (models.Materialize) when chosen.
+	Dir     string
+	Shipped bool
+}
+
+func newExpForm(t Theme, k expKeys, all []presets.Preset, root string, lib models.Library, shipped []models.Info) expForm {
+	f := expForm{theme: t, keys: k, presets: all, root: root, stamp: "YYYYMMDD-HHMMSS", lib: lib, trained: []trainedModel{{}}}
+	for _, m := range shipped {
+		f.trained = append(f.trained, trainedModel{Name: m.Name, Preset: m.Preset, Dir: models.RunDir(root, m.Name), Shipped: true})
+	}
 	for i := range f.inputs {
 		in := textinput.New()
 		in.Prompt = ""
@@ -103,6 +123,30 @@ func (f *expForm) selectPreset(name string) {
 
 func (f *expForm) kindName() string { return expKinds[f.kind] }
 
+// chosenModel is the trained model the versatility experiment evaluates,
+// if one is chosen.
+func (f *expForm) chosenModel() (trainedModel, bool) {
+	if f.kindName() != experiments.Versatility || f.model == 0 {
+		return trainedModel{}, false
+	}
+	return f.trained[f.model], true
+}
+
+// chooseRun offers run directory dir (opened in the workbench) as the
+// model and chooses it, with the versatility experiment; name is how the
+// field shows it.
+func (f *expForm) chooseRun(name, preset, dir string) {
+	f.kind = slices.Index(expKinds, experiments.Versatility)
+	i := slices.IndexFunc(f.trained, func(m trainedModel) bool { return m.Dir == dir })
+	if i < 0 {
+		f.trained = slices.Insert(f.trained, 1, trainedModel{Name: name, Preset: preset, Dir: dir})
+		i = 1
+	}
+	f.model = i
+	f.selectPreset(preset)
+	f.refresh()
+}
+
 func (f *expForm) presetOf() presets.Preset {
 	if len(f.presets) == 0 {
 		return presets.Preset{}
@@ -117,11 +161,16 @@ func (f *expForm) visible(i int) bool {
 		return f.kindName() == experiments.Shots || f.kindName() == experiments.Versatility
 	case ffWays:
 		return f.kindName() == experiments.Versatility && f.presetOf().Config.Classify()
+	case ffModel:
+		return f.kindName() == experiments.Versatility && len(f.trained) > 1
+	case ffVariants, ffSeeds, ffIters, ffBases:
+		_, chosen := f.chosenModel() // they are the model's own
+		return !chosen
 	}
 	return true
 }
 
-func (f *expForm) isText(i int) bool { return i != ffExperiment && i != ffPreset }
+func (f *expForm) isText(i int) bool { return i != ffExperiment && i != ffPreset && i != ffModel }
 
 // capturing reports whether keys go to a text field.
 func (f *expForm) capturing() bool { return f.isText(f.focus) }
@@ -145,6 +194,15 @@ func (f *expForm) move(d int) {
 // options builds the experiment's options from the fields.
 func (f *expForm) options() (experiments.Options, error) {
 	o := experiments.Options{Experiment: f.kindName(), Preset: f.presetOf().Name}
+	if m, ok := f.chosenModel(); ok {
+		if m.Shipped {
+			// Written once; a folder holding this model is kept as it is.
+			if err := f.lib.Materialize(m.Name, m.Dir); err != nil {
+				return o, err
+			}
+		}
+		o.FromRun = m.Dir
+	}
 	val := func(i int) string {
 		if !f.visible(i) {
 			return ""
@@ -251,10 +309,17 @@ func (f *expForm) update(msg tea.Msg) tea.Cmd {
 		if km.String() == "left" {
 			d = -1
 		}
-		if f.focus == ffExperiment {
+		switch {
+		case f.focus == ffExperiment:
 			f.kind = (f.kind + d + len(expKinds)) % len(expKinds)
-		} else if len(f.presets) > 0 {
+		case f.focus == ffModel:
+			f.model = (f.model + d + len(f.trained)) % len(f.trained)
+			if m, ok := f.chosenModel(); ok {
+				f.selectPreset(m.Preset) // the model's own preset
+			}
+		case len(f.presets) > 0:
 			f.preset = (f.preset + d + len(f.presets)) % len(f.presets)
+			f.model = 0 // another preset: train one
 		}
 		f.refresh()
 		return nil
@@ -296,6 +361,14 @@ func (f *expForm) view(w, h int) string {
 			p := f.presetOf()
 			value = "‹ " + t.Bold.Render(p.Name) + " ›"
 			hint = p.Description
+		case ffModel:
+			value, hint = "‹ "+t.Bold.Render("none")+" ›", "train one; ←/→ evaluates a trained model instead"
+			if m, ok := f.chosenModel(); ok {
+				value, hint = "‹ "+t.Bold.Render(m.Name)+" ›", "evaluated as it is, no training"
+				if !m.Shipped {
+					hint = "the run opened: evaluated as it is"
+				}
+			}
 		default:
 			in := f.inputs[i]
 			in.Width = vcol - 4
@@ -332,7 +405,9 @@ func (f *expForm) view(w, h int) string {
 			iters = f.presetOf().Config.Iters
 		}
 		s := fmt.Sprintf("  %s × %d iterations", plural(f.runs, "run"), iters)
-		if f.kindName() == experiments.Versatility {
+		if m, ok := f.chosenModel(); ok {
+			s = fmt.Sprintf("  the model %s, evaluated on %s", m.Name, plural(len(f.opts.Shots)*max(1, len(f.opts.Ways)), "cell"))
+		} else if f.kindName() == experiments.Versatility {
 			s += fmt.Sprintf(", each model evaluated on %s", plural(len(f.opts.Shots)*max(1, len(f.opts.Ways)), "cell"))
 		}
 		lines = append(lines, s+t.Dim.Render(" · the same directory as mkbench experiment "+f.kindName()))

@@ -46,8 +46,9 @@ func newExpScreen(t Theme, opts Options, reg *expRegistry) *expScreen {
 		root = presets.RunsRoot()
 	}
 	k := newExpKeys()
+	lib, shipped := opts.models()
 	return &expScreen{theme: t, keys: k, dashKeys: newDashKeys(), opts: opts, root: root, reg: reg,
-		form: newExpForm(t, k, presets.All(), root)}
+		form: newExpForm(t, k, presets.All(), root, lib, shipped)}
 }
 
 // open shows the setup form with preset selected (unless an experiment
@@ -61,6 +62,16 @@ func (s *expScreen) open(preset string) {
 	if preset != "" {
 		s.form.selectPreset(preset)
 		s.form.refresh()
+	}
+}
+
+// openOn shows the setup form of the versatility experiment on the model
+// of run directory dir (a run or shipped model opened in the workbench),
+// named name (unless an experiment is under way: then its results).
+func (s *expScreen) openOn(name, preset, dir string) {
+	s.open("")
+	if s.stage == expSetup {
+		s.form.chooseRun(name, preset, dir)
 	}
 }
 

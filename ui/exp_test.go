@@ -15,6 +15,7 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 )
 
 func mustPreset(t *testing.T, name string) presets.Preset {
@@ -87,7 +88,7 @@ func TestExperimentGoldens(t *testing.T) {
 	for _, sz := range sizes {
 		w, h := sz[0], sz[1]
 		t.Run(fmt.Sprintf("setup-%dx%d", w, h), func(t *testing.T) {
-			f := newExpForm(th, newExpKeys(), []presets.Preset{sine, omni}, "runs")
+			f := newExpForm(th, newExpKeys(), []presets.Preset{sine, omni}, "runs", models.Library{}, nil)
 			v := f.view(w, h)
 			checkBlock(t, "setup", v, w, h)
 			golden(t, fmt.Sprintf("exp-setup-%dx%d", w, h), v)
@@ -124,7 +125,7 @@ func TestExperimentGoldens(t *testing.T) {
 
 // The form checks its fields with the Runner's own plan as they change.
 func TestExperimentForm(t *testing.T) {
-	f := newExpForm(testTheme(), newExpKeys(), presets.All(), "runs")
+	f := newExpForm(testTheme(), newExpKeys(), presets.All(), "runs", models.Library{}, nil)
 	if f.kindName() != experiments.Ablation || f.presetOf().Name != "sine-5shot" || f.runs != 5 {
 		t.Fatalf("defaults: %s %s %d runs", f.kindName(), f.presetOf().Name, f.runs)
 	}

@@ -173,7 +173,7 @@ func TestScreenGoldens(t *testing.T) {
 				}
 				all = append(all, p)
 			}
-			p := newPicker(th, newPickerKeys(), all)
+			p := newPicker(th, newPickerKeys(), all, nil)
 			p.Update(tea.WindowSizeMsg{Width: w, Height: h})
 			checkBlock(t, "picker", p.View(), w, h)
 			golden(t, fmt.Sprintf("picker-%dx%d", w, h), p.View())

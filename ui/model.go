@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 	"github.com/mkbench/mkbench/ui/session"
 )
 
@@ -36,6 +38,24 @@ type Options struct {
 	// Sweep opens the workbench on the sweep screen watching this sweep
 	// directory instead of the picker; leaving that screen quits.
 	Sweep string
+	// Models are the trained models the picker lists; nil is the models
+	// shipped in mkbench (models.Shipped).
+	Models *models.Library
+}
+
+// models is the library of Options.Models and its models. A library that
+// cannot be listed offers none: the workbench works without them, and
+// mkbench models says what is wrong.
+func (o Options) models() (models.Library, []models.Info) {
+	lib := models.Shipped()
+	if o.Models != nil {
+		lib = *o.Models
+	}
+	list, err := lib.List()
+	if err != nil {
+		return lib, nil
+	}
+	return lib, list
 }
 
 // screen is the root model's state: which screen shows.
@@ -47,6 +67,7 @@ const (
 	screenExperiments
 	screenSweep
 	screenFolder // the folder prompt of a folder preset
+	screenOpened // a finished run or shipped model, read from its files
 )
 
 // Model is the root bubbletea model. It owns the session and the
@@ -61,6 +82,8 @@ type Model struct {
 	screen   screen
 	picker   *picker
 	dash     *dashboard // nil until a preset is picked
+	opened   *dashboard // the run opened from its files (run_open.go); nil if none
+	openRun  openedRun
 	exp      *expScreen
 	sweep    *sweepScreen
 	folder   *folderPrompt
@@ -92,7 +115,8 @@ func New(opts Options) Model {
 	if root == "" {
 		root = presets.RunsRoot()
 	}
-	m := Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All()),
+	_, shipped := opts.models()
+	m := Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All(), shipped),
 		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), folder: newFolderPrompt(t, sess.Overrides),
 		help: newHelpOverlay(t), sess: sess, exps: reg}
 	m.picker.askFolder = opts.Data == ""
@@ -144,6 +168,9 @@ func (m Model) components() []component {
 	if m.dash != nil {
 		cs = append(cs, m.dash)
 	}
+	if m.opened != nil {
+		cs = append(cs, m.opened)
+	}
 	return cs
 }
 
@@ -158,6 +185,8 @@ func (m Model) current() component {
 		return m.sweep
 	case screenFolder:
 		return m.folder
+	case screenOpened:
+		return m.opened
 	}
 	return m.picker
 }
@@ -220,6 +249,20 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.dash.start(variantIndex(msg.p.Variant)) // the preset's default: metakernel
 		m.dash.render()
 		return m, m.dash.Init()
+
+	case openModelMsg:
+		return m, m.openModel(msg.name)
+
+	case runOpenedMsg:
+		m.picker.opened(msg.err)
+		if msg.err != nil || m.screen != screenPicker {
+			return m, nil
+		}
+		m.openRun = msg.run
+		m.opened = newOpenedDashboard(m.theme, newDashKeys(), msg.run)
+		m.opened.SetSize(m.w, m.h)
+		m.screen = screenOpened
+		return m, nil
 
 	case signalMsg: // SIGHUP, SIGTERM, SIGINT: as q
 		return m.quit()
@@ -294,11 +337,41 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, m.sweep.choose()
 	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Experiments):
 		return m.openExperiments(m.dash.preset.Name), nil
+	case m.screen == screenOpened && key.Matches(msg, m.opened.keys.Experiments):
+		r := m.openRun
+		name := r.Model
+		if name == "" {
+			name = filepath.Base(r.Dir)
+		}
+		m.from, m.screen = m.screen, screenExperiments
+		m.exp.openOn(name, r.Preset.Name, r.Dir)
+		return m, nil
+	case m.screen == screenOpened && msg.String() == "esc":
+		m.screen = screenPicker
+		return m, nil
 	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
 		return m.leaveExperiments(), nil
 	}
 	_, cmd := m.current().Update(msg)
 	return m, cmd
+}
+
+// openModel writes shipped model name as a run directory under the runs
+// root (kept as it is when it holds the model already) and opens it.
+func (m Model) openModel(name string) tea.Cmd {
+	lib, _ := m.opts.models()
+	root := m.opts.Root
+	if root == "" {
+		root = presets.RunsRoot()
+	}
+	dir := models.RunDir(root, name)
+	data := m.opts.Data
+	return func() tea.Msg {
+		if err := lib.Materialize(name, dir); err != nil {
+			return runOpenedMsg{err: err}
+		}
+		return openRunCmd(dir, name, data)()
+	}
 }
 
 // openExperiments shows the experiments screen, its form on preset.
@@ -312,9 +385,13 @@ func (m Model) openExperiments(preset string) Model {
 // opened from.
 func (m Model) leaveExperiments() Model {
 	m.screen = m.from
-	if m.screen == screenDashboard {
+	switch m.screen {
+	case screenDashboard:
 		m.dash.markAll()
 		m.dash.render()
+	case screenOpened:
+		m.opened.markAll()
+		m.opened.render()
 	}
 	return m
 }

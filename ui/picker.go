@@ -10,10 +10,12 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 )
 
 // The picker is the first screen: a filterable list of presets (bubbles'
-// list); enter trains the selected one on the dashboard.
+// list), then the trained models shipped in mkbench; enter trains the
+// selected preset on the dashboard, or opens the selected model.
 
 // pickerKeys are the picker's keys. The list answers Filter, Up and Down
 // itself; they are here for the help.
@@ -29,7 +31,7 @@ type pickerKeys struct {
 func newPickerKeys() pickerKeys {
 	return pickerKeys{
 		globalKeys:  newGlobalKeys(),
-		Start:       bind("enter", "train the preset (metakernel; a folder preset asks for its folder first)", "enter"),
+		Start:       bind("enter", "train the preset (metakernel; a folder preset asks for its folder first), or open the model", "enter"),
 		Filter:      bind("/", "filter presets", "/"),
 		Up:          bind("↑/k", "up", "up", "k"),
 		Down:        bind("↓/j", "down", "down", "j"),
@@ -48,6 +50,18 @@ func (i presetItem) Description() string {
 }
 func (i presetItem) FilterValue() string { return i.p.Name + " " + i.p.Description }
 
+// modelItem shows a shipped model in the picker's list.
+type modelItem struct{ m models.Info }
+
+func (i modelItem) Title() string { return i.m.Name + " · trained model" }
+func (i modelItem) Description() string {
+	return fmt.Sprintf("test %s · %s iterations in %s of training", i.m.Test.String(), count(i.m.Iters), eta(secondsETA(i.m.TrainSeconds)))
+}
+func (i modelItem) FilterValue() string { return i.m.Name + " trained model " + i.m.Preset }
+
+// openModelMsg asks the root to open shipped model name.
+type openModelMsg struct{ name string }
+
 // picker is the preset picker.
 type picker struct {
 	theme Theme
@@ -56,7 +70,10 @@ type picker struct {
 	// askFolder: no --data was given, so a folder preset asks for the
 	// folder of its images before it trains.
 	askFolder bool
-	w, h      int
+	// opening is the model being opened ("" when none), err why the
+	// last one could not be.
+	opening, err string
+	w, h         int
 }
 
 // pickedMsg says the user chose a preset. A folder preset's pick
@@ -68,18 +85,25 @@ type pickedMsg struct {
 	channels int // 0: the preset's
 }
 
-func newPicker(t Theme, k pickerKeys, all []presets.Preset) *picker {
+func newPicker(t Theme, k pickerKeys, all []presets.Preset, shipped []models.Info) *picker {
 	var items []list.Item
 	for _, p := range all {
 		items = append(items, presetItem{p})
+	}
+	for _, m := range shipped {
+		items = append(items, modelItem{m})
 	}
 	l := list.New(items, list.NewDefaultDelegate(), 0, 0)
 	l.Title = "Presets"
 	l.SetShowHelp(false)
 	l.DisableQuitKeybindings()
-	l.SetStatusBarItemName("preset", "presets")
+	if len(shipped) > 0 {
+		l.SetStatusBarItemName("entry", "entries")
+	} else {
+		l.SetStatusBarItemName("preset", "presets")
+	}
 	for i, it := range items {
-		if it.(presetItem).p.Name == "sine-5shot" {
+		if pi, ok := it.(presetItem); ok && pi.p.Name == "sine-5shot" {
 			l.Select(i)
 		}
 	}
@@ -93,6 +117,20 @@ func (p *picker) filtering() bool { return p.list.SettingFilter() }
 func (p *picker) selected() (presets.Preset, bool) {
 	it, ok := p.list.SelectedItem().(presetItem)
 	return it.p, ok
+}
+
+// selectedModel is the shipped model under the cursor.
+func (p *picker) selectedModel() (models.Info, bool) {
+	it, ok := p.list.SelectedItem().(modelItem)
+	return it.m, ok
+}
+
+// opened ends the opening of a model; err, if any, shows under the list.
+func (p *picker) opened(err error) {
+	p.opening, p.err = "", ""
+	if err != nil {
+		p.err = firstLine(err.Error())
+	}
 }
 
 func (p *picker) Init() tea.Cmd { return nil }
@@ -114,6 +152,10 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if sel, ok := p.selected(); ok {
 				return p, func() tea.Msg { return pickedMsg{p: sel} }
 			}
+			if m, ok := p.selectedModel(); ok && p.opening == "" {
+				p.opening, p.err = m.Name, ""
+				return p, func() tea.Msg { return openModelMsg{m.Name} }
+			}
 		}
 	}
 	var cmd tea.Cmd
@@ -133,6 +175,16 @@ func (p *picker) View() string {
 		detail = t.Bold.Render(sel.Name) + "  " + sel.Summary() + "\n" +
 			t.Dim.Render(enter+"; in the dashboard 1-5 add rbf, rff, vrf, vrf+ctx, vrf+cnf beside it")
 	}
+	if m, ok := p.selectedModel(); ok {
+		detail = t.Bold.Render(m.Name) + "  " + modelSummary(m) + "\n" +
+			t.Dim.Render("enter opens it: its learning curves and ω panes; X there runs the versatility experiment on it")
+	}
+	switch {
+	case p.opening != "":
+		detail = t.Dim.Render("opening model " + p.opening + "… (drawing its ω needs its data set)")
+	case p.err != "":
+		detail = t.Err.Render(p.err) + "\n" + detail
+	}
 	detail = lipgloss.NewStyle().Width(max(p.w-2, 10)).Render(detail)
 	body := p.list.View()
 	lines := strings.Count(detail, "\n") + 1
@@ -150,4 +202,15 @@ func (p *picker) FullHelp() [][]key.Binding { return fullHelp(p.HelpGroups()) }
 func (p *picker) HelpGroups() []helpGroup {
 	k := p.keys
 	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Sweep, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
+}
+
+// modelSummary is a shipped model's line: what it was trained as, how
+// long, and the choices that differ from its preset.
+func modelSummary(m models.Info) string {
+	s := fmt.Sprintf("%s (%s) · best of %s iterations at %s · %s of training · test %s",
+		m.Preset, m.Variant, count(m.Iters), count(m.BestIter), eta(secondsETA(m.TrainSeconds)), m.Test.String())
+	if len(m.Settings) > 0 {
+		s += " · " + strings.Join(m.Settings, " ")
+	}
+	return s
 }

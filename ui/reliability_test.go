@@ -60,7 +60,7 @@ func TestQuitLeavesNothing(t *testing.T) {
 func TestHelpFitsEverySize(t *testing.T) {
 	th := testTheme()
 	screens := map[string]component{
-		"picker":      newPicker(th, newPickerKeys(), presets.All()),
+		"picker":      newPicker(th, newPickerKeys(), presets.All(), nil),
 		"dashboard":   fakeDashboard(th, 80, 24),
 		"experiments": newExpScreen(th, Options{Seed: -1}, &expRegistry{}),
 	}

@@ -69,3 +69,7 @@ func (l Library) Materialize(name, dir string) error {
 	// Last: the mark that dir holds this model.
 	return runfile.WriteAtomic(mark, data, 0o644)
 }
+
+// RunDir is where model name is materialized under runs root root: the
+// folder the versatility experiment and the workbench read it from.
+func RunDir(root, name string) string { return filepath.Join(root, "models", name) }

@@ -1,0 +1,127 @@
+package ui
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
+)
+
+// tinyModel trains a small sine-5shot run in dir/run and exports it as
+// model "sine-tiny" into the library dir/models.
+func tinyModel(t *testing.T, dir string) (run string, lib models.Library) {
+	t.Helper()
+	p, cfg, err := presets.Spec{Preset: "sine-5shot", Overrides: tiny.With("iters", 30)}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = filepath.Join(dir, "run")
+	srcs, err := presets.NewSources(p.Source, cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Run(context.Background(), cfg, srcs.Train, engine.RunOptions{Preset: p.Name, Dir: run}, nil); err != nil {
+		t.Fatal(err)
+	}
+	libDir := filepath.Join(dir, "models")
+	_, err = models.Export(run, libDir, "sine-tiny", []string{"iters=30"}, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
+		m, err := ck.Model(srcs.Train)
+		if err != nil {
+			return engine.EvalResult{}, err
+		}
+		defer m.Close()
+		return m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, models.Dir(libDir)
+}
+
+// An opened run carries its files into one update: every metrics row,
+// the final evaluation and the ω of each flow step from its checkpoint.
+// A run without summary.json opens as stopped; a folder that is no run
+// is one error.
+func TestOpenRun(t *testing.T) {
+	dir := t.TempDir()
+	run, _ := tinyModel(t, dir)
+	r, err := openRun(run, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := r.Update
+	rows := strings.Count(string(readFile(t, filepath.Join(run, engine.FileMetrics))), "\n")
+	if len(u.Points) != rows || rows == 0 {
+		t.Errorf("%d points from %d metrics rows", len(u.Points), rows)
+	}
+	if u.Eval == nil || !u.Final || u.Err != nil || u.Last.Iter != 30 {
+		t.Errorf("eval %v final %v err %v last %+v", u.Eval, u.Final, u.Err, u.Last)
+	}
+	if u.Display == nil || len(u.Display.OmegaSteps) != r.Preset.Config.FlowLayers+1 || len(u.Display.PredMean) == 0 {
+		t.Fatalf("display %+v, note %q", u.Display, r.Note)
+	}
+	d := newOpenedDashboard(testTheme(), newDashKeys(), r)
+	d.SetSize(160, 48)
+	if v := d.View(); !strings.Contains(v, "done") || !strings.Contains(v, "after each flow step") {
+		t.Errorf("the opened dashboard:\n%s", v)
+	}
+	d.key(keys("s")) // a training key: not for a finished run
+	if !strings.Contains(d.note.text, "finished run") {
+		t.Errorf("a training key on an opened run says %q", d.note.text)
+	}
+
+	os.Remove(filepath.Join(run, engine.FileSummary))
+	if r, err := openRun(run, ""); err != nil || r.Update.Err == nil || !r.Update.Result.Interrupted {
+		t.Errorf("a run without summary.json: %+v, %v", r.Update, err)
+	}
+	if _, err := openRun(dir, ""); err == nil || !strings.Contains(err.Error(), "not a run directory") {
+		t.Errorf("a folder that is no run: %v", err)
+	}
+}
+
+// The picker lists the shipped models after the presets; enter opens
+// one on its curves and ω panes, and X there sets up the versatility
+// experiment on it, with no training.
+func TestPickerOpensShippedModel(t *testing.T) {
+	dir := t.TempDir()
+	_, lib := tinyModel(t, dir)
+	root := filepath.Join(dir, "runs")
+	tm := teatest.NewTestModel(t, New(Options{Root: root, Seed: -1, Renderer: testTheme().r, Models: &lib}), teatest.WithInitialTermSize(140, 40))
+	scr := &termScreen{t: t, out: tm.Output()}
+	scr.waitFor(`Presets`)
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnd})
+	scr.waitFor(`sine-tiny · trained model`)
+	scr.waitFor(`enter opens it`)
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	scr.waitFor(`model sine-tiny · esc back`)
+	scr.waitFor(`after each flow step`)
+	if _, err := os.Stat(filepath.Join(models.RunDir(root, "sine-tiny"), models.FileModel)); err != nil {
+		t.Errorf("the model was not written under the runs root: %v", err)
+	}
+	tm.Send(keys("X"))
+	scr.waitFor(`Model\s+‹ sine-tiny ›`)
+	scr.waitFor(`the model sine-tiny, evaluated on \d+ cells`)
+	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
+	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
+	scr.waitFor(`Presets`)
+	tm.Send(keys("q"))
+	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
