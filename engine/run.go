@@ -143,7 +143,16 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 	if err := r.init(ctx); err != nil {
 		return res, err
 	}
+	if opts.Dir != "" {
+		os.Remove(filepath.Join(opts.Dir, FileFailed)) // taken up again
+	}
 	err = r.assemble().Run(ctx) // its end hooks fill in res
+	if err != nil && opts.Dir != "" && !res.Interrupted && ctx.Err() == nil {
+		// For whoever lists the runs later; the error is returned as well.
+		if werr := WriteFailure(opts.Dir, err, res.Iters, Permanent(err)); werr != nil {
+			err = fmt.Errorf("%w (and its %s could not be written: %v)", err, FileFailed, werr)
+		}
+	}
 	return res, err
 }
 

@@ -178,6 +178,17 @@ func TestNaNLossStopsAndKeepsCheckpoint(t *testing.T) {
 	if !bytes.Equal(before, readFile(t, filepath.Join(dir, FileCheckpoint))) {
 		t.Fatal("the last good checkpoint was overwritten")
 	}
+	// The failure is recorded for whoever lists the runs, and cleared
+	// when the run is taken up again.
+	if f, ok := ReadFailure(dir); !ok || !f.Permanent || f.Iter != 8 || !strings.Contains(f.Error, "iteration 9") {
+		t.Errorf("failed.json: %+v, %v", f, ok)
+	}
+	if _, err := Run(context.Background(), cfg, sineLike{}, RunOptions{Dir: dir, Resume: true, SkipEval: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ReadFailure(dir); ok {
+		t.Error("failed.json outlived a resume that finished")
+	}
 }
 
 func TestRunRefusesExistingRunDir(t *testing.T) {

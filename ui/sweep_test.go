@@ -52,7 +52,7 @@ func makeSweep(t *testing.T, root string) string {
 	if err := os.MkdirAll(ud, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f := sweep.Failure{Error: "training diverged at iteration 17 (loss NaN)", Permanent: true, Host: "node7", Time: time.Now().UTC()}
+	f := engine.Failure{Error: "training diverged at iteration 17 (loss NaN)", Permanent: true, Host: "node7", Time: time.Now().UTC()}
 	if err := runfile.WriteJSON(filepath.Join(ud, sweep.FileFailed), f, runfile.Shared); err != nil {
 		t.Fatal(err)
 	}

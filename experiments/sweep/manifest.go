@@ -23,8 +23,8 @@ const (
 	DirLogs       = "logs"         // the workers' output, one file per array task or local unit
 
 	// In a unit's directory, besides the run's own files:
-	FileFailed = "failed.json"  // Failure: why the unit failed
-	FileStarts = "starts.jsonl" // one Start per time a worker took the unit up
+	FileFailed = engine.FileFailed // engine.Failure: why the unit failed
+	FileStarts = "starts.jsonl"    // one Start per time a worker took the unit up
 )
 
 // Manifest is sweep.json: everything a worker needs to run any unit, so
@@ -125,31 +125,6 @@ func sameUnits(a, b []Unit) bool {
 		return x.Name == y.Name && x.Dir == y.Dir && x.Preset == y.Preset && x.Variant == y.Variant &&
 			x.Seed == y.Seed && x.Record == y.Record && slices.Equal(x.Set, y.Set) && x.Minutes == y.Minutes
 	})
-}
-
-// Failure is a unit's failed.json.
-type Failure struct {
-	Error string `json:"error"`
-	// Permanent failures (a diverged loss, bad data or settings, no
-	// progress across restarts) are not retried by a requeue; sweep
-	// resume clears them and tries again.
-	Permanent bool      `json:"permanent"`
-	Host      string    `json:"host"`
-	Job       string    `json:"slurm_job,omitempty"`
-	Time      time.Time `json:"time"`
-}
-
-// ReadFailure reads a unit directory's failed.json; ok is false when there
-// is none.
-func ReadFailure(unitDir string) (f Failure, ok bool) {
-	data, err := os.ReadFile(filepath.Join(unitDir, FileFailed))
-	if err != nil {
-		return f, false
-	}
-	if json.Unmarshal(data, &f) != nil {
-		f = Failure{Error: "failed.json is unreadable", Permanent: true}
-	}
-	return f, true
 }
 
 // Start is one row of a unit's starts.jsonl: a worker took the unit up.

@@ -107,7 +107,7 @@ func UnitOf(dir string, u Unit) UnitStatus {
 		us.State, us.Owner = StateRunning, &owner
 		return us
 	}
-	if f, ok := ReadFailure(dir); ok {
+	if f, ok := engine.ReadFailure(dir); ok {
 		us.State, us.Error = StateFailed, f.Error
 	}
 	return us

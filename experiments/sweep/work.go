@@ -82,7 +82,7 @@ func (w *Worker) Work(ctx context.Context, index int) error {
 		w.logf("%s: finished earlier; nothing to do", u.Name)
 		return nil
 	}
-	if f, ok := ReadFailure(dir); ok && f.Permanent {
+	if f, ok := engine.ReadFailure(dir); ok && f.Permanent {
 		return fmt.Errorf("%w: %s: %s (not retried; after fixing the cause run mkbench sweep resume %s)", ErrFailed, u.Name, f.Error, w.Dir)
 	}
 	os.Remove(filepath.Join(dir, FileFailed))
@@ -91,7 +91,7 @@ func (w *Worker) Work(ctx context.Context, index int) error {
 		return err
 	}
 	if err := w.checkStalls(dir, iter); err != nil {
-		return w.fail(dir, u, err, true)
+		return w.fail(dir, u, err, 0, true)
 	}
 	if bf, ok := w.Baselines[u.Variant]; ok {
 		w.logf("%s: training the %s baseline", u.Name, u.Variant)
@@ -99,7 +99,7 @@ func (w *Worker) Work(ctx context.Context, index int) error {
 			if ctx.Err() != nil {
 				return fmt.Errorf("%w: %s: %v", ErrInterrupted, u.Name, err)
 			}
-			return w.fail(dir, u, err, true)
+			return w.fail(dir, u, err, 0, true)
 		}
 		w.logf("%s: done", u.Name)
 		return nil
@@ -111,11 +111,11 @@ func (w *Worker) Work(ctx context.Context, index int) error {
 func (w *Worker) train(ctx context.Context, m Manifest, u Unit, dir string, iter int) error {
 	p, cfg, err := presets.CheckedConfig(u.Spec())
 	if err != nil {
-		return w.fail(dir, u, err, true)
+		return w.fail(dir, u, err, 0, true)
 	}
 	srcs, err := presets.NewSources(p.Source, cfg, m.Data)
 	if err != nil {
-		return w.fail(dir, u, err, true)
+		return w.fail(dir, u, err, 0, true)
 	}
 	resume := exists(filepath.Join(dir, engine.FileCheckpoint)) || exists(filepath.Join(dir, engine.FileConfig))
 	if resume {
@@ -138,22 +138,13 @@ func (w *Worker) train(ctx context.Context, m Manifest, u Unit, dir string, iter
 	case res.Interrupted || ctx.Err() != nil:
 		return fmt.Errorf("%w: %s at iteration %d (checkpoint saved)", ErrInterrupted, u.Name, res.Iters)
 	}
-	return w.fail(dir, u, err, permanent(err))
+	return w.fail(dir, u, err, res.Iters, engine.Permanent(err))
 }
 
-// permanent reports whether a run's error is one a retry cannot fix.
-// Everything the engine refuses on its own is (settings, data, a diverged
-// loss, damaged logs); an I/O error writing a file is not.
-func permanent(err error) bool {
-	var pe *os.PathError
-	return !errors.As(err, &pe) || errors.Is(err, os.ErrNotExist)
-}
-
-// fail writes the unit's failed.json and returns ErrFailed with err.
-func (w *Worker) fail(dir string, u Unit, err error, perm bool) error {
-	host, _ := os.Hostname()
-	f := Failure{Error: err.Error(), Permanent: perm, Host: host, Job: runfile.SlurmJob(), Time: time.Now().UTC()}
-	if werr := runfile.WriteJSON(filepath.Join(dir, FileFailed), f, runfile.Shared); werr != nil {
+// fail writes the unit's failed.json (err at iteration iter) and returns
+// ErrFailed with err.
+func (w *Worker) fail(dir string, u Unit, err error, iter int, perm bool) error {
+	if werr := engine.WriteFailure(dir, err, iter, perm); werr != nil {
 		return fmt.Errorf("%w: %s: %v; and its failed.json could not be written: %v", ErrFailed, u.Name, err, werr)
 	}
 	w.logf("%s: failed: %v", u.Name, err)

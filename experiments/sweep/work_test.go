@@ -134,7 +134,7 @@ func TestPermanentFailureIsNotRetried(t *testing.T) {
 	if !errors.Is(err, ErrFailed) {
 		t.Fatalf("error %v, want ErrFailed", err)
 	}
-	f, ok := ReadFailure(unit)
+	f, ok := engine.ReadFailure(unit)
 	if !ok || !f.Permanent || !strings.Contains(f.Error, "diverged") {
 		t.Fatalf("failed.json: %+v (present %v)", f, ok)
 	}
