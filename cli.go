@@ -32,6 +32,7 @@ Usage:
   mkbench tui [--preset NAME] [--iters N] [--seed S] [--set KEY=VALUE ...] [--data DIR]
                                 the workbench, optionally starting a preset at once
   mkbench tui --sweep DIR       the workbench watching a sweep (its units here or on a cluster)
+  mkbench tui --runs [DIR]      the workbench's runs screen: every run under DIR (default: the runs root)
   mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
               [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
               [--image-size N] [--channels 1|3] [--sources a,b] [--test-sources a,b]
@@ -48,6 +49,8 @@ Usage:
   mkbench sweep plan|run|status|resume|cancel ...
                                 grids of runs from a YAML sweep file, here or on Slurm (mkbench sweep help)
   mkbench report DIR            redraw an experiment's or a sweep's tables and figures
+  mkbench runs [DIR] [--json] [--sort KEY] [--filter TEXT]
+                                the runs under DIR (default: the runs root), grouped by experiment and sweep
   mkbench presets               list presets
   mkbench models [--dir DIR] [--json]
                                 the trained models shipped in mkbench (or in DIR)
@@ -84,6 +87,8 @@ func cli(args []string, stdout, stderr *os.File) int {
 		return cmdSweep(args[1:], stdout, stderr)
 	case "models":
 		return cmdModels(args[1:], stdout, stderr)
+	case "runs":
+		return cmdRuns(args[1:], stdout, stderr)
 	case "presets":
 		for _, p := range presets.All() {
 			fmt.Fprintf(stdout, "%-14s %s\n", p.Name, p.Summary())

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 )
@@ -138,4 +139,34 @@ func Read[T any](path string) ([]T, error) {
 		}
 	}
 	return out, nil
+}
+
+// LastRow decodes the last complete line of a JSON-lines file into v,
+// reading only its tail; false when there is none.
+func LastRow(path string, v any) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	const tail = 4096
+	off := max(st.Size()-tail, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		return false
+	}
+	lines := bytes.Split(bytes.TrimRight(buf, "\n"), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if i == 0 && off > 0 {
+			break // cut by the tail's start
+		}
+		if json.Unmarshal(lines[i], v) == nil {
+			return true
+		}
+	}
+	return false
 }

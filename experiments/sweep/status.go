@@ -1,9 +1,7 @@
 package sweep
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -88,11 +86,11 @@ func UnitOf(dir string, u Unit) UnitStatus {
 		us.Iters = cfg.Iters
 	}
 	var row engine.MetricsRow
-	if lastRow(filepath.Join(dir, engine.FileMetrics), &row) {
+	if runfile.LastRow(filepath.Join(dir, engine.FileMetrics), &row) {
 		us.Iter, us.Loss = row.Iter, &row.Loss
 	}
 	var val engine.ValRow
-	if lastRow(filepath.Join(dir, engine.FileVal), &val) {
+	if runfile.LastRow(filepath.Join(dir, engine.FileVal), &val) {
 		us.Val = &val.Mean
 	}
 	if starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts)); err == nil {
@@ -111,34 +109,4 @@ func UnitOf(dir string, u Unit) UnitStatus {
 		us.State, us.Error = StateFailed, f.Error
 	}
 	return us
-}
-
-// lastRow decodes the last complete line of a JSON-lines file into v,
-// reading only its tail; false when there is none.
-func lastRow(path string, v any) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || st.Size() == 0 {
-		return false
-	}
-	const tail = 4096
-	off := max(st.Size()-tail, 0)
-	buf := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
-		return false
-	}
-	lines := bytes.Split(bytes.TrimRight(buf, "\n"), []byte("\n"))
-	for i := len(lines) - 1; i >= 0; i-- {
-		if i == 0 && off > 0 {
-			break // cut by the tail's start
-		}
-		if json.Unmarshal(lines[i], v) == nil {
-			return true
-		}
-	}
-	return false
 }
