@@ -132,26 +132,14 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	m, err := ck.Model(srcs.Train)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	defer m.Close()
 	n := c.EvalTasks
 	if set["eval-tasks"] {
 		n = *tasks
 	}
-	test := srcs.Test
-	if test == nil {
-		test = srcs.Train
+	if *folder != "" {
+		srcs.TestBy = nil // the folder's classes, not the run's sources
 	}
-	var res engine.EvalResult
-	var bySource map[string]*engine.EvalResult
-	if len(srcs.TestBy) > 0 && *folder == "" {
-		res, bySource, err = m.EvaluateSources(srcs.TestBy, n, c.EvalQuery, c.EvalSamples, c.Seed)
-	} else {
-		res, err = m.EvaluateOn(test, n, c.EvalQuery, c.EvalSamples, c.Seed)
-	}
+	res, bySource, err := presets.EvaluateModel(ck, srcs, n)
 	if err != nil {
 		return fail(stderr, err)
 	}
