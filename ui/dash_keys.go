@@ -27,6 +27,8 @@ type dashKeys struct {
 	// Experiments opens the experiments screen: X, since x picks a
 	// heatmap dimension here.
 	Experiments key.Binding
+	// Runs opens the runs screen (every run directory under the root).
+	Runs key.Binding
 }
 
 func newDashKeys() dashKeys {
@@ -51,6 +53,7 @@ func newDashKeys() dashKeys {
 		NewTask:  bind("n", "new display task", "n"),
 
 		Experiments: bind("X", "experiments screen", "X"),
+		Runs:        bind("R", "runs screen: every run under the runs root", "R"),
 	}
 	for i := range k.Toggles {
 		d := string(rune('1' + i))
@@ -62,7 +65,7 @@ func newDashKeys() dashKeys {
 // groups are the dashboard's page of the help overlay.
 func (k dashKeys) groups() []helpGroup {
 	return []helpGroup{
-		{"Training", []key.Binding{k.Pause, k.Stop, k.Checkpoint, k.Evaluate, k.Experiments}},
+		{"Training", []key.Binding{k.Pause, k.Stop, k.Checkpoint, k.Evaluate, k.Experiments, k.Runs}},
 		{"Ablation toggles", k.Toggles[:]},
 		{"View", []key.Binding{k.NextPane, k.PrevPane, k.Zoom, k.CycleRun, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY, k.NewTask}},
 		{"General", []key.Binding{k.Help, k.Quit}},

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 	"github.com/mkbench/mkbench/ui/session"
@@ -41,6 +43,9 @@ type Options struct {
 	// Models are the trained models the picker lists; nil is the models
 	// shipped in mkbench (models.Shipped).
 	Models *models.Library
+	// Runs opens the workbench on the runs screen listing the runs under
+	// this folder instead of the picker (mkbench tui --runs).
+	Runs string
 }
 
 // models is the library of Options.Models and its models. A library that
@@ -68,6 +73,7 @@ const (
 	screenSweep
 	screenFolder // the folder prompt of a folder preset
 	screenOpened // a finished run or shipped model, read from its files
+	screenRuns   // every run under the runs root (runs_screen.go)
 )
 
 // Model is the root bubbletea model. It owns the session and the
@@ -76,22 +82,26 @@ const (
 // the help overlay above whichever shows. Window sizes and run data go
 // to every component, keys only to the one showing.
 type Model struct {
-	opts     Options
-	theme    Theme
-	keys     globalKeys
-	screen   screen
-	picker   *picker
-	dash     *dashboard // nil until a preset is picked
-	opened   *dashboard // the run opened from its files (run_open.go); nil if none
-	openRun  openedRun
-	exp      *expScreen
-	sweep    *sweepScreen
-	folder   *folderPrompt
-	help     *helpOverlay
-	sess     *session.Session
-	exps     *expRegistry
-	from     screen // where the experiments screen was opened from
-	quitting bool
+	opts    Options
+	theme   Theme
+	keys    globalKeys
+	screen  screen
+	picker  *picker
+	dash    *dashboard // nil until a preset is picked
+	opened  *dashboard // the run opened from its files (run_open.go); nil if none
+	openRun openedRun
+	runs    *runsScreen // nil until opened
+	// runsFrom and openedFrom are the screens the runs screen and the
+	// opened run go back to.
+	runsFrom, openedFrom screen
+	exp                  *expScreen
+	sweep                *sweepScreen
+	folder               *folderPrompt
+	help                 *helpOverlay
+	sess                 *session.Session
+	exps                 *expRegistry
+	from                 screen // where the experiments screen was opened from
+	quitting             bool
 	// ended is set with the tea.Quit that ends the program: the last
 	// frame is then empty, so the terminal keeps nothing of the
 	// workbench (see View).
@@ -124,6 +134,10 @@ func New(opts Options) Model {
 		m.screen, m.sweep.direct = screenSweep, true
 		m.sweep.watch(opts.Sweep) // Init reads it
 	}
+	if opts.Runs != "" {
+		m.runs = newRunsScreen(t, opts.Runs, opts.Data)
+		m.screen, m.runsFrom = screenRuns, screenPicker
+	}
 	return m
 }
 
@@ -152,6 +166,9 @@ func (m Model) Init() tea.Cmd {
 	if m.opts.Sweep != "" {
 		return m.sweep.Init()
 	}
+	if m.runs != nil {
+		return m.runs.Init()
+	}
 	if m.opts.Preset == "" {
 		return nil
 	}
@@ -171,6 +188,9 @@ func (m Model) components() []component {
 	if m.opened != nil {
 		cs = append(cs, m.opened)
 	}
+	if m.runs != nil {
+		cs = append(cs, m.runs)
+	}
 	return cs
 }
 
@@ -187,6 +207,8 @@ func (m Model) current() component {
 		return m.folder
 	case screenOpened:
 		return m.opened
+	case screenRuns:
+		return m.runs
 	}
 	return m.picker
 }
@@ -255,14 +277,33 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 	case runOpenedMsg:
 		m.picker.opened(msg.err)
-		if msg.err != nil || m.screen != screenPicker {
+		if m.screen != screenPicker && m.screen != screenRuns {
+			return m, nil // the user went elsewhere meanwhile
+		}
+		if msg.err != nil {
+			if m.screen == screenRuns {
+				m.runs.note.fail(msg.err)
+			}
 			return m, nil
 		}
 		m.openRun = msg.run
 		m.opened = newOpenedDashboard(m.theme, newDashKeys(), msg.run)
 		m.opened.SetSize(m.w, m.h)
-		m.screen = screenOpened
+		m.openedFrom, m.screen = m.screen, screenOpened
 		return m, nil
+
+	case openRunMsg:
+		return m, openRunCmd(msg.dir, "", m.opts.Data)
+
+	case resumeRunMsg:
+		return m.resumeRun(msg.r)
+
+	case runsFoundMsg, runsReadMsg, runsCurvesMsg, runsEvalMsg, runsDeletedMsg, runsTickMsg:
+		if m.runs == nil {
+			return m, nil
+		}
+		_, cmd := m.runs.Update(msg) // the runs screen's, wherever the user is
+		return m, cmd
 
 	case signalMsg: // SIGHUP, SIGTERM, SIGINT: as q
 		return m.quit()
@@ -301,6 +342,19 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 		_, cmd := m.sweep.Update(msg) // the directory's text
 		return m, cmd
+	case m.screen == screenRuns && m.runs.capturing() && !m.help.open:
+		if msg.String() == "ctrl+c" { // q is text here
+			return m.quit()
+		}
+		_, cmd := m.runs.Update(msg)
+		return m, cmd
+	case m.screen == screenRuns && m.runs.leaving(msg) && !m.help.open:
+		m.screen = m.runsFrom
+		if m.screen == screenDashboard {
+			m.dash.markAll()
+			m.dash.render()
+		}
+		return m, nil
 	case m.screen == screenFolder && !m.help.open:
 		switch msg.String() {
 		case "ctrl+c": // q is text here
@@ -332,6 +386,9 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			preset = p.Name
 		}
 		return m.openExperiments(preset), nil
+	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Runs),
+		m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Runs):
+		return m.openRuns()
 	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Sweep):
 		m.screen = screenSweep
 		return m, m.sweep.choose()
@@ -347,7 +404,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.exp.openOn(name, r.Preset.Name, r.Dir)
 		return m, nil
 	case m.screen == screenOpened && msg.String() == "esc":
-		m.screen = screenPicker
+		m.screen = m.openedFrom
 		return m, nil
 	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
 		return m.leaveExperiments(), nil
@@ -372,6 +429,56 @@ func (m Model) openModel(name string) tea.Cmd {
 		}
 		return openRunCmd(dir, name, data)()
 	}
+}
+
+// openRuns shows the runs screen, reading the runs root afresh.
+func (m Model) openRuns() (tea.Model, tea.Cmd) {
+	if m.runs == nil {
+		root := m.opts.Root
+		if root == "" {
+			root = presets.RunsRoot()
+		}
+		m.runs = newRunsScreen(m.theme, root, m.opts.Data)
+		m.runs.SetSize(m.w, m.h)
+	}
+	m.runsFrom, m.screen = m.screen, screenRuns
+	return m, m.runs.scan()
+}
+
+// resumeRun continues run r on the dashboard, its curves so far drawn
+// from its files. One dashboard trains one preset's runs: with one up
+// already, the run is resumed from there instead.
+func (m Model) resumeRun(r runs.Run) (tea.Model, tea.Cmd) {
+	if m.dash != nil {
+		m.runs.note.set(fmt.Sprintf("the dashboard trains %s already: resume %s with mkbench run --resume %s, or from a new workbench", m.dash.preset.Name, r.Rel, r.Dir))
+		return m, nil
+	}
+	or, err := openRun(r.Dir, m.opts.Data)
+	if err != nil {
+		m.runs.note.fail(err)
+		return m, nil
+	}
+	rc, err := engine.ReadRunConfig(r.Dir)
+	if err != nil {
+		m.runs.note.fail(err)
+		return m, nil
+	}
+	m.sess.Preset = or.Preset
+	if rc.Data != "" {
+		m.sess.Data = rc.Data
+	}
+	m.dash = newDashboard(m.theme, newDashKeys(), m.sess, or.Preset)
+	vi := variantIndex(or.Run.Variant)
+	m.dash.views[vi].run = or.Run
+	or.Update.Display = nil // the live run draws its own
+	m.dash.apply([]session.Update{or.Update})
+	m.dash.views[vi].state = "stopped" // resumable, failed or not
+	m.dash.selected = vi
+	m.dash.SetSize(m.w, m.h)
+	m.dash.start(vi)
+	m.dash.render()
+	m.screen = screenDashboard
+	return m, m.dash.Init()
 }
 
 // openExperiments shows the experiments screen, its form on preset.

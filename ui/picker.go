@@ -26,6 +26,8 @@ type pickerKeys struct {
 	Experiments key.Binding
 	// Sweep opens the sweep screen, which asks for the directory.
 	Sweep key.Binding
+	// Runs opens the runs screen.
+	Runs key.Binding
 }
 
 func newPickerKeys() pickerKeys {
@@ -37,6 +39,7 @@ func newPickerKeys() pickerKeys {
 		Down:        bind("↓/j", "down", "down", "j"),
 		Experiments: bind("x", "experiments (ablation, shots, …)", "x", "X"),
 		Sweep:       bind("w", "watch a sweep directory (mkbench sweep run)", "w"),
+		Runs:        bind("R", "runs: every run under the runs root, to compare, open, resume", "R"),
 	}
 }
 
@@ -194,14 +197,14 @@ func (p *picker) View() string {
 // ShortHelp is the footer.
 func (p *picker) ShortHelp() []key.Binding {
 	k := p.keys
-	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Sweep, "sweep"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
+	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Runs, "runs"), short(k.Sweep, "sweep"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
 }
 
 func (p *picker) FullHelp() [][]key.Binding { return fullHelp(p.HelpGroups()) }
 
 func (p *picker) HelpGroups() []helpGroup {
 	k := p.keys
-	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Sweep, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
+	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Runs, k.Sweep, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
 }
 
 // modelSummary is a shipped model's line: what it was trained as, how

@@ -151,7 +151,10 @@ func newOpenedDashboard(t Theme, k dashKeys, r openedRun) *dashboard {
 	d.views[vi].run, d.views[vi].state = r.Run, "starting"
 	d.selected = vi
 	d.apply([]session.Update{r.Update})
-	what := "run " + r.Dir
+	what := "a finished run"
+	if r.Update.Err != nil {
+		what = "a stopped run"
+	}
 	if r.Model != "" {
 		what = "model " + r.Model
 	}

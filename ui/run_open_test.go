@@ -16,24 +16,36 @@ import (
 	"github.com/mkbench/mkbench/presets/models"
 )
 
-// tinyModel trains a small sine-5shot run in dir/run and exports it as
-// model "sine-tiny" into the library dir/models.
-func tinyModel(t *testing.T, dir string) (run string, lib models.Library) {
+// tinyRun trains a small sine-5shot run in dir, its settings tiny's with
+// set on top, and returns its config and sources.
+func tinyRun(t testing.TB, dir string, set presets.Overrides) (engine.Config, presets.Sources) {
 	t.Helper()
-	p, cfg, err := presets.Spec{Preset: "sine-5shot", Overrides: tiny.With("iters", 30)}.Config()
+	ov := tiny.With("iters", 30)
+	for k, v := range set {
+		ov = ov.With(k, v)
+	}
+	p, cfg, err := presets.Spec{Preset: "sine-5shot", Overrides: ov}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	run = filepath.Join(dir, "run")
 	srcs, err := presets.NewSources(p.Source, cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.Run(context.Background(), cfg, srcs.Train, engine.RunOptions{Preset: p.Name, Dir: run}, nil); err != nil {
+	if _, err := engine.Run(context.Background(), cfg, srcs.Train, engine.RunOptions{Preset: p.Name, Dir: dir}, nil); err != nil {
 		t.Fatal(err)
 	}
+	return cfg, srcs
+}
+
+// tinyModel trains a small sine-5shot run in dir/run and exports it as
+// model "sine-tiny" into the library dir/models.
+func tinyModel(t *testing.T, dir string) (run string, lib models.Library) {
+	t.Helper()
+	run = filepath.Join(dir, "run")
+	cfg, srcs := tinyRun(t, run, nil)
 	libDir := filepath.Join(dir, "models")
-	_, err = models.Export(run, libDir, "sine-tiny", []string{"iters=30"}, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
+	_, err := models.Export(run, libDir, "sine-tiny", []string{"iters=30"}, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
 		m, err := ck.Model(srcs.Train)
 		if err != nil {
 			return engine.EvalResult{}, err

@@ -120,14 +120,14 @@ func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.End):
 		s.cursor = n - 1
 	case key.Matches(msg, k.Mark) && n > 0:
-		s.toggleMark(s.st.Units[s.cursor].Index)
+		s.marks.toggle(s.st.Units[s.cursor].Index)
 	case key.Matches(msg, k.MarkAll) && n > 0:
 		if len(s.marks) == n {
-			s.marks = map[int]int{}
+			s.marks = marks[int]{}
 		} else {
 			for _, u := range s.st.Units {
 				if _, ok := s.marks[u.Index]; !ok {
-					s.toggleMark(u.Index)
+					s.marks.toggle(u.Index)
 				}
 			}
 		}
@@ -143,22 +143,4 @@ func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
 	s.cursor = max(min(s.cursor, n-1), 0)
 	s.dirty = true
 	return nil
-}
-
-// toggleMark marks unit i with the lowest colour slot free, or unmarks
-// it: a unit keeps its colour while it stays marked.
-func (s *sweepScreen) toggleMark(i int) {
-	if _, ok := s.marks[i]; ok {
-		delete(s.marks, i)
-		return
-	}
-	used := map[int]bool{}
-	for _, c := range s.marks {
-		used[c] = true
-	}
-	c := 0
-	for used[c] {
-		c++
-	}
-	s.marks[i] = c
 }

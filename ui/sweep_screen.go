@@ -79,7 +79,7 @@ type sweepScreen struct {
 	queue     map[int][2]string // Slurm state and node by unit index, from the last squeue
 	queueErr  string
 	curves    map[int]*unitCurve
-	marks     map[int]int // marked unit index → colour slot
+	marks     marks[int] // marked unit index → colour slot
 	cursor    int
 	top       int // first unit row shown
 	alt       bool
@@ -173,7 +173,7 @@ func (s *sweepScreen) watch(dir string) tea.Cmd {
 	s.gen++
 	s.stage, s.dir, s.st, s.readErr, s.queue, s.queueErr = sweepWatch, dir, nil, "", nil, ""
 	s.queueAt, s.queueBusy = time.Time{}, false
-	s.curves, s.marks, s.cursor, s.top = map[int]*unitCurve{}, map[int]int{}, 0, 0
+	s.curves, s.marks, s.cursor, s.top = map[int]*unitCurve{}, marks[int]{}, 0, 0
 	s.input.SetValue(dir)
 	s.dirty = true
 	return s.read()

@@ -238,3 +238,42 @@ func TestRunningElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// A finished run's curves: every metrics row, its validations, and a
+// training time per row that rises to the summary's.
+func TestReadCurves(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "r")
+	train(t, dir, 1)
+	c, err := ReadCurves(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := engine.ReadSummary(dir)
+	if len(c.Metrics) != 3 || len(c.Seconds) != 3 || c.Metrics[2].Iter != 12 {
+		t.Fatalf("curves %+v", c)
+	}
+	if c.Seconds[0] <= 0 || c.Seconds[0] >= c.Seconds[1] || c.Seconds[2] != sum.TrainSeconds {
+		t.Errorf("times %v, summary %v", c.Seconds, sum.TrainSeconds)
+	}
+	if got := interpolate([]float64{0, 10, 20}, []float64{0, 5, 7}, 15); got != 6 {
+		t.Errorf("interpolate: %v", got)
+	}
+}
+
+// The diff of three configs: only the keys that differ, each config's
+// value of each.
+func TestDiff(t *testing.T) {
+	_, a, _ := presets.Spec{Preset: "sine-5shot"}.Config()
+	b, c := a, a
+	b.LR, c.Bases = 0.005, 64
+	keys, vals := Diff([]engine.Config{a, b, c})
+	if strings.Join(keys, ",") != "bases,lr" {
+		t.Fatalf("keys %v", keys)
+	}
+	if vals[0][0] != vals[1][0] || vals[2][0] != "64" || vals[1][1] != "0.005" || vals[0][1] != vals[2][1] {
+		t.Errorf("values %v", vals)
+	}
+	if k, _ := Diff([]engine.Config{a}); k != nil {
+		t.Error("one config has no diff")
+	}
+}

@@ -109,11 +109,18 @@ func (s *Session) Start(variant string, displayTask int) (*Run, error) {
 
 // Resume continues a run that was stopped before its end, in its own
 // directory and from its checkpoint, as `mkbench run --resume` would.
+//
+// prev may be a Run read from its directory rather than started here (the
+// runs screen's): with no process of this session behind it, nothing here
+// can still be running it, and the run directory's lock keeps out
+// another process that is.
 func (s *Session) Resume(prev *Run, displayTask int) (*Run, error) {
-	select {
-	case <-prev.done:
-	default:
-		return nil, fmt.Errorf("session: %s is still running", prev.Variant)
+	if prev.done != nil {
+		select {
+		case <-prev.done:
+		default:
+			return nil, fmt.Errorf("session: %s is still running", prev.Variant)
+		}
 	}
 	return s.launch(&Run{Variant: prev.Variant, Dir: prev.Dir, Config: prev.Config, Resumed: true}, displayTask)
 }
