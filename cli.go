@@ -17,6 +17,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui"
@@ -56,6 +57,9 @@ Usage:
                                 the trained models shipped in mkbench (or in DIR)
   mkbench models export RUN [--name NAME] [--dir DIR]
                                 a run's best model, in float32, into a folder of models
+  mkbench export DIR --tensorboard [--force] [--data DIR2] | --format csv|json [--out FILE]
+                                a run's, sweep's or experiment's logs as TensorBoard event files
+                                (written into each run) or as one table: run, iter, metric, value
   mkbench --version
 
 --set KEY=VALUE overrides any preset setting (repeatable; e.g. --set lr=0.0005 --set clip_norm=1);
@@ -87,6 +91,8 @@ func cli(args []string, stdout, stderr *os.File) int {
 		return cmdSweep(args[1:], stdout, stderr)
 	case "models":
 		return cmdModels(args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(args[1:], stdout, stderr)
 	case "runs":
 		return cmdRuns(args[1:], stdout, stderr)
 	case "presets":
@@ -457,6 +463,20 @@ func stopContext() (context.Context, context.CancelFunc) {
 // cmdTUI opens the workbench. It needs a terminal on both ends; without
 // one (a pipe, a CI job) it says so and points at the headless command.
 func cmdTUI(args []string, stdout, stderr *os.File) int {
+	// --runs takes an optional folder, which the flag package cannot say:
+	// it is taken out of args first.
+	runsDir := ""
+	for i, a := range args {
+		if a == "--runs" || a == "-runs" {
+			runsDir = presets.RunsRoot()
+			rest := args[i+1:]
+			if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+				runsDir, rest = rest[0], rest[1:]
+			}
+			args = append(args[:i:i], rest...)
+			break
+		}
+	}
 	fs := newFlags("tui")
 	preset := fs.String("preset", "", "start this preset at once (default: pick one)")
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
@@ -492,6 +512,14 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 			return fail(stderr, err)
 		}
 	}
+	if runsDir != "" {
+		if *preset != "" || *sweepDir != "" {
+			return fail(stderr, errors.New("tui: --runs opens the runs screen; it cannot start a --preset or watch a --sweep too"))
+		}
+		if _, err := runs.Find(runsDir); err != nil {
+			return fail(stderr, fmt.Errorf("tui: --runs: %w", err))
+		}
+	}
 	if why := noTerminal(os.Stdin, stdout); why != "" {
 		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
 	}
@@ -501,7 +529,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 			return fail(stderr, fmt.Errorf("tui: --models-dir: %w", err))
 		}
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib}, stdout); err != nil {
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib, Runs: runsDir}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

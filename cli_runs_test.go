@@ -52,6 +52,8 @@ func TestRunsCommand(t *testing.T) {
 		{[]string{"runs", filepath.Join(root, "nope")}, "is not a folder"},
 		{[]string{"runs", root, "--sort", "colour"}, "the keys are run, preset"},
 		{[]string{"runs", root, "--frobnicate"}, "flag provided but not defined"},
+		{[]string{"tui", "--runs", filepath.Join(root, "nope")}, "tui: --runs: runs: "},
+		{[]string{"tui", "--runs", root, "--preset", "sine-5shot"}, "cannot start a --preset"},
 	} {
 		if _, e, code := mkbench(t, c.args...); code == 0 || !strings.Contains(e, c.want) || strings.Count(strings.TrimSpace(e), "\n") > 0 {
 			t.Errorf("%v (exit %d): %q, want one line with %q", c.args, code, e, c.want)

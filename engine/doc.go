@@ -43,8 +43,9 @@
 // (control.go), the time budget and the step itself (run.go), metrics.jsonl
 // rows (hooks_metrics.go), validation and best.gob (hooks_val.go), observer
 // snapshots (hooks_report.go), periodic and final checkpoints
-// (hooks_checkpoint.go, checkpoint.go), and the final evaluation and
-// summary.json (run_eval.go). runfiles.go holds the run directory's file
+// (hooks_checkpoint.go, checkpoint.go), TensorBoard event files of the
+// scalars and ω histograms (hooks_events.go, engine/tbevents), and the
+// final evaluation and summary.json (run_eval.go). runfiles.go holds the run directory's file
 // names and formats.
 //
 // A training step is staged (staged.go): the meta-batch is split into two

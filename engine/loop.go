@@ -23,7 +23,9 @@ import (
 //	              and a metrics.jsonl row every LogEvery iterations
 //	              (hooks_metrics.go), validation every ValEvery
 //	              (hooks_val.go), the observer's throttled snapshots and
-//	              display draws (hooks_report.go), a checkpoint every
+//	              display draws (hooks_report.go), the TensorBoard events
+//	              of the new log rows and of the display every
+//	              SnapshotEvery (hooks_events.go), a checkpoint every
 //	              CheckpointSec of training time (hooks_checkpoint.go)
 //	end           the Result, the checkpoint of a finished or interrupted
 //	              run, and, once finished, the final evaluation,

@@ -176,6 +176,7 @@ type run struct {
 	ckpt    checkpointer
 	val     *validator // nil when the run does not validate
 	report  reporter
+	events  eventsLog
 }
 
 // newRun settles a run's options and configuration: a resumed run's is
@@ -343,6 +344,12 @@ func (r *run) hooks() {
 	}
 	r.report = reporter{obs: r.obs, m: r.m, lr: cfg.LR, every: cfg.SnapshotEvery, task: r.opts.DisplayTask,
 		draws: r.opts.DisplayDraws, throttle: r.opts.ReportEvery, val: r.val}
+	if dir != "" {
+		r.events = eventsLog{dir: dir, resumed: r.from != nil, cfg: cfg, m: r.m, rep: &r.report, res: r.res}
+		if r.obs != nil {
+			r.report.obs = displayTee{ev: &r.events, obs: r.obs}
+		}
+	}
 }
 
 // assemble makes the run's loop and attaches its hooks, in the order they
@@ -363,6 +370,7 @@ func (r *run) assemble() *Loop {
 			l.OnStart(r.newDir)
 		}
 		l.OnStart(r.openLogs)
+		l.OnStart(r.events.open)
 		if r.fresh {
 			// A run killed before its first periodic checkpoint can be
 			// resumed all the same.
@@ -399,6 +407,7 @@ func (r *run) assemble() *Loop {
 		l.OnStep(r.report.step)
 	}
 	if dir != "" {
+		l.OnStep(r.events.step)
 		l.Every(time.Duration(cfg.CheckpointSec)*time.Second, r.ckpt.periodic)
 	}
 
@@ -406,6 +415,9 @@ func (r *run) assemble() *Loop {
 	l.OnEnd(r.ckpt.end)
 	if !r.opts.SkipEval {
 		l.OnEnd(r.evaluation)
+	}
+	if dir != "" {
+		l.OnEnd(r.events.end)
 	}
 	return l
 }
@@ -416,6 +428,7 @@ func (r *run) close() {
 		r.val.close()
 	}
 	r.metrics.close()
+	r.events.close()
 	r.m.Close()
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/engine/tbevents"
 )
 
 // The files of a run directory and their formats. They are written
@@ -150,7 +151,13 @@ func prepareRunDir(dir string, res *Result) error {
 		return fmt.Errorf("engine: cannot create run directory: %w", err)
 	}
 	var removed []string
-	for _, f := range []string{FileConfig, FileMetrics, FileVal, FileBest, FileGaps} {
+	stale := []string{FileConfig, FileMetrics, FileVal, FileBest, FileGaps}
+	if events, err := tbevents.Files(dir); err == nil {
+		for _, f := range events {
+			stale = append(stale, filepath.Base(f))
+		}
+	}
+	for _, f := range stale {
 		path := filepath.Join(dir, f)
 		if _, err := os.Stat(path); err != nil {
 			continue

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/engine/tbevents"
+)
+
+// runEventFiles reads the event files of run dir: the scalar events as
+// "step tag=value …" lines and the ω histograms by step.
+func runEventFiles(t *testing.T, dir string) (files []string, scalars []string, omega map[int64][]tbevents.Value) {
+	t.Helper()
+	files, err := tbevents.Files(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	omega = map[int64][]tbevents.Value{}
+	for _, f := range files {
+		evs, err := tbevents.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			switch {
+			case len(e.Values) > 0 && e.Values[0].Histo != nil:
+				omega[e.Step] = e.Values
+			case len(e.Values) > 0:
+				line := strconv.FormatInt(e.Step, 10)
+				for _, v := range e.Values {
+					line += fmt.Sprintf(" %s=%v", v.Tag, v.Simple)
+				}
+				scalars = append(scalars, line)
+			}
+		}
+	}
+	return files, scalars, omega
+}
+
+func removeEventFiles(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := tbevents.Files(dir)
+	for _, f := range files {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// oneLineError checks a failed command: exit 1, nothing on stdout, one
+// line on stderr containing want.
+func oneLineError(t *testing.T, what, so, se string, code int, want string) {
+	t.Helper()
+	if code != 1 || so != "" || !strings.Contains(se, want) || strings.Count(se, "\n") != 1 {
+		t.Errorf("%s: exit %d, stdout %q, stderr %q; want one line containing %q", what, code, so, se, want)
+	}
+}
+
+// A run writes its event file as it trains; `export --tensorboard`
+// rebuilds it for a run without one (a run made before event files) with
+// the same scalars and, from the last checkpoint, the same final ω
+// histograms; a run that has one is left alone unless --force.
+func TestExportTensorBoard(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	if so, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--variant", "metakernel", "--iters", "120", "--eval-tasks", "10",
+		"--out", dir, "--quiet"); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, so, se)
+	}
+	files, live, liveOmega := runEventFiles(t, dir)
+	if len(files) != 1 || len(live) != 12 || len(liveOmega) != 2 || len(liveOmega[100]) != 5 || len(liveOmega[120]) != 5 {
+		t.Fatalf("the run wrote %d event files, %d scalar events, ω histograms at %d steps", len(files), len(live), len(liveOmega))
+	}
+	removeEventFiles(t, dir)
+	so, se, code := mkbench(t, "export", dir, "--tensorboard")
+	if code != 0 || !strings.Contains(so, "12 metrics rows, 0 validations, 1 ω histogram steps") || se != "" {
+		t.Fatalf("export: exit %d\n%s%s", code, so, se)
+	}
+	files, got, gotOmega := runEventFiles(t, dir)
+	if len(files) != 1 || !reflect.DeepEqual(got, live) {
+		t.Errorf("exported scalars (%d files):\n%s\nwant the run's own:\n%s", len(files), strings.Join(got, "\n"), strings.Join(live, "\n"))
+	}
+	if len(gotOmega) != 1 || !reflect.DeepEqual(gotOmega[120], liveOmega[120]) {
+		t.Errorf("exported ω histograms at %d steps; the last differs from the run's own: %v", len(gotOmega), gotOmega[120] == nil)
+	}
+	so, se, code = mkbench(t, "export", dir, "--tensorboard")
+	oneLineError(t, "export again", so, se, code, "already has event files")
+	if so, se, code := mkbench(t, "export", dir, "--tensorboard", "--force"); code != 0 || !strings.Contains(so, "replacing 1 event files") {
+		t.Errorf("export --force: exit %d\n%s%s", code, so, se)
+	}
+	if files, got, _ := runEventFiles(t, dir); len(files) != 1 || !reflect.DeepEqual(got, live) {
+		t.Errorf("after --force: %d event files", len(files))
+	}
+}
+
+// readTidyCSV parses a table written by export --format csv.
+func readTidyCSV(t *testing.T, text string) []tidyRow {
+	t.Helper()
+	recs, err := csv.NewReader(strings.NewReader(text)).ReadAll()
+	if err != nil || len(recs) == 0 || strings.Join(recs[0], ",") != "run,iter,metric,value" {
+		t.Fatalf("csv (%v):\n%s", err, text)
+	}
+	var out []tidyRow
+	for _, r := range recs[1:] {
+		iter, err1 := strconv.Atoi(r[1])
+		v, err2 := strconv.ParseFloat(r[3], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("csv row %v", r)
+		}
+		out = append(out, tidyRow{r[0], iter, r[2], v})
+	}
+	return out
+}
+
+// wantTidy is the table of run dir, named rel, from its logs: by
+// iteration, the metrics before the validation.
+func wantTidy(t *testing.T, dir, rel string) []tidyRow {
+	t.Helper()
+	metrics, err := runfile.Read[engine.MetricsRow](filepath.Join(dir, engine.FileMetrics))
+	if err != nil || len(metrics) == 0 {
+		t.Fatalf("%s: %d metrics rows, %v", dir, len(metrics), err)
+	}
+	vals, _ := runfile.Read[engine.ValRow](filepath.Join(dir, engine.FileVal))
+	var out []tidyRow
+	for _, m := range metrics {
+		out = append(out, tidyRow{rel, m.Iter, "loss", m.Loss}, tidyRow{rel, m.Iter, "data", m.Data}, tidyRow{rel, m.Iter, "kl", m.KL},
+			tidyRow{rel, m.Iter, "elbo", m.ELBO}, tidyRow{rel, m.Iter, "lambda", m.Lambda}, tidyRow{rel, m.Iter, "lr", m.LR},
+			tidyRow{rel, m.Iter, "grad_norm", m.GradNorm})
+	}
+	for _, v := range vals {
+		out = append(out, tidyRow{rel, v.Iter, "val_" + v.Metric, v.Mean}, tidyRow{rel, v.Iter, "val_" + v.Metric + "_ci95", v.CI95})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Iter < out[j].Iter })
+	return out
+}
+
+// A classification run with validation: its event file has the
+// validation curve and ω histograms; the tidy table has every metric and
+// validation; export --tensorboard without the data writes the scalars
+// and says why the histograms are missing.
+func TestExportValidatedRun(t *testing.T) {
+	shapes := t.TempDir()
+	writeShapes(t, shapes, 25, 6, false)
+	dir := filepath.Join(t.TempDir(), "run")
+	if so, se, code := mkbench(t, "run", "--preset", "folder-5w1s", "--variant", "vrf+cnf", "--data", shapes, "--iters", "4", "--image-size", "32",
+		"--set", "conv_filters=4", "--set", "query=2", "--set", "eval_query=2", "--set", "log_every=2", "--val-every", "2", "--val-tasks", "2",
+		"--eval-tasks", "2", "--out", dir, "--quiet"); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, so, se)
+	}
+	_, live, omega := runEventFiles(t, dir)
+	joined := strings.Join(live, "\n")
+	if len(live) != 4 || !strings.Contains(joined, "2 val/accuracy=") || !strings.Contains(joined, " val/accuracy_ci95=") || !strings.Contains(joined, "4 val/accuracy=") || len(omega[4]) != 5 {
+		t.Errorf("events: scalars\n%s\nω histograms at %d steps, %d at iteration 4", joined, len(omega), len(omega[4]))
+	}
+
+	so, se, code := mkbench(t, "export", dir, "--format", "csv")
+	if code != 0 {
+		t.Fatalf("export csv: exit %d\n%s", code, se)
+	}
+	got, want := readTidyCSV(t, so), wantTidy(t, dir, ".")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("csv:\n%v\nwant\n%v", got, want)
+	}
+	out := filepath.Join(t.TempDir(), "m.json")
+	if so, se, code := mkbench(t, "export", dir, "--format", "json", "--out", out); code != 0 || !strings.Contains(so, "1 runs → "+out) {
+		t.Fatalf("export json: exit %d\n%s%s", code, so, se)
+	}
+	var fromJSON []tidyRow
+	readJSONFile(t, out, &fromJSON)
+	if !reflect.DeepEqual(fromJSON, want) {
+		t.Errorf("json:\n%v\nwant\n%v", fromJSON, want)
+	}
+
+	// With the data: the histograms of the best and the last checkpoint,
+	// the last as the run drew it.
+	if so, se, code := mkbench(t, "export", dir, "--tensorboard", "--force"); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, so, se)
+	}
+	if _, got, exported := runEventFiles(t, dir); !reflect.DeepEqual(got, live) || !reflect.DeepEqual(exported[4], omega[4]) {
+		t.Errorf("exported scalars:\n%s\nwant\n%s\nor the ω histograms of iteration 4 differ", strings.Join(got, "\n"), joined)
+	}
+
+	// Without the data: the scalars, and a note.
+	removeEventFiles(t, dir)
+	if err := os.RemoveAll(shapes); err != nil {
+		t.Fatal(err)
+	}
+	so, se, code = mkbench(t, "export", dir, "--tensorboard")
+	if code != 0 || !strings.Contains(se, "ω histograms left out (scalars only)") || !strings.Contains(so, "2 metrics rows, 2 validations, 0 ω histogram steps") {
+		t.Fatalf("export without the data: exit %d\n%s%s", code, so, se)
+	}
+	if _, got, omega := runEventFiles(t, dir); !reflect.DeepEqual(got, live) || len(omega) != 0 {
+		t.Errorf("exported scalars:\n%s\nwant\n%s", strings.Join(got, "\n"), joined)
+	}
+}
+
+// A sweep exports as one table, its runs named by their directories; its
+// units already have event files, which export --tensorboard keeps.
+func TestExportSweep(t *testing.T) {
+	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [rbf, vrf]\nseeds: [1]\niters: 20\neval_tasks: 5\n")
+	dir := filepath.Join(t.TempDir(), "sw")
+	if so, se, code := mkbench(t, "sweep", "run", file, "--out", dir, "--jobs", "2"); code != 0 {
+		t.Fatalf("sweep run: exit %d\n%s%s", code, so, se)
+	}
+	so, se, code := mkbench(t, "export", dir, "--format", "csv")
+	if code != 0 {
+		t.Fatalf("export: exit %d\n%s", code, se)
+	}
+	var want []tidyRow
+	for _, u := range []string{"units/sine-5shot-rbf-s1", "units/sine-5shot-vrf-s1"} {
+		want = append(want, wantTidy(t, filepath.Join(dir, u), u)...)
+	}
+	if got := readTidyCSV(t, so); !reflect.DeepEqual(got, want) || len(got) != 28 {
+		t.Errorf("sweep table (%d rows):\n%v\nwant\n%v", len(got), got, want)
+	}
+	so, se, code = mkbench(t, "export", dir, "--tensorboard")
+	if code != 1 || so != "" || strings.Count(se, "already has event files") != 2 || !strings.Contains(se, "2 of 2 runs not exported") {
+		t.Errorf("export --tensorboard of a sweep whose units have event files: exit %d\n%s%s", code, so, se)
+	}
+}
+
+// Every bad use of export is one line naming the problem and the fix.
+func TestExportBadInput(t *testing.T) {
+	empty := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export"}, "name the directory first: mkbench export DIR --tensorboard"},
+		{[]string{"export", "--format", "csv"}, "name the directory first"},
+		{[]string{"export", filepath.Join(empty, "nope"), "--format", "csv"}, "is not a directory; give a run, sweep or experiment directory"},
+		{[]string{"export", empty, "--format", "csv"}, "holds no run (no config.json or checkpoint.gob in it or below it)"},
+		{[]string{"export", empty, "--format", "xml"}, `--format "xml": want csv or json`},
+		{[]string{"export", empty}, "say what to write: --tensorboard"},
+		{[]string{"export", empty, "--tensorboard", "--format", "csv"}, "give --tensorboard or --format, not both"},
+		{[]string{"export", empty, "--tensorboard", "--out", "t.csv"}, "--out goes with --format"},
+		{[]string{"export", empty, "--format", "csv", "--force"}, "--force and --data go with --tensorboard"},
+		{[]string{"export", empty, "--csv"}, "flag provided but not defined: -csv"},
+	} {
+		so, se, code := mkbench(t, c.args...)
+		oneLineError(t, strings.Join(c.args, " "), so, se, code, c.want)
+	}
+	if so, _, code := mkbench(t, "export", "--help"); code != 0 || !strings.Contains(so, "-tensorboard") {
+		t.Errorf("export --help: exit %d, %q", code, so)
+	}
+}
