@@ -106,10 +106,10 @@ func Find(root string) ([]Entry, error) {
 			return nil
 		}
 		switch {
+		case names[experiments.FileExperiment]: // an experiment may run its runs as a sweep's units
+			g = Entry{Group: rel, Kind: KindExperiment}
 		case names[sweep.FileManifest]:
 			g = Entry{Group: rel, Kind: KindSweep}
-		case names[experiments.FileExperiment]:
-			g = Entry{Group: rel, Kind: KindExperiment}
 		}
 		if depth >= maxDepth {
 			return nil

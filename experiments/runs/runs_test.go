@@ -75,6 +75,7 @@ func TestScanStatesAndGroups(t *testing.T) {
 	exp := filepath.Join(root, "exp-ablation")
 	os.MkdirAll(exp, 0o755)
 	os.WriteFile(filepath.Join(exp, experiments.FileExperiment), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(exp, sweep.FileManifest), []byte("{}"), 0o644) // its runs as a sweep's units
 	train(t, filepath.Join(exp, "runs", "rff-s2"), 2)
 	sw := filepath.Join(root, "sw")
 	os.MkdirAll(sw, 0o755)
