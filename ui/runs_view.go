@@ -108,8 +108,8 @@ var runsColumns = []struct {
 	cell  func(r runs.Run, now time.Time) string
 }{
 	{"state", 11, func(r runs.Run, _ time.Time) string { return r.State }},
-	{"metric", 18, func(r runs.Run, _ time.Time) string { return runs.MetricText(r) }},
-	{"iters", 11, func(r runs.Run, _ time.Time) string { return fmt.Sprintf("%s/%s", count(r.Iter), count(r.Iters)) }},
+	{"metric", 17, func(r runs.Run, _ time.Time) string { return runs.MetricText(r) }},
+	{"iters", 13, func(r runs.Run, _ time.Time) string { return fmt.Sprintf("%s/%s", count(r.Iter), count(r.Iters)) }},
 	{"preset", 14, func(r runs.Run, _ time.Time) string { return r.Preset }},
 	{"age", 4, func(r runs.Run, now time.Time) string { return runs.Age(now.Sub(r.Modified)) }},
 	{"time", 6, func(r runs.Run, _ time.Time) string { return runs.Duration(r.TrainSeconds) }},
@@ -125,7 +125,7 @@ var runsOrder = []string{"preset", "variant", "seed", "iters", "state", "metric"
 func (s *runsScreen) table(w, h int) string {
 	t := s.theme
 	now := time.Now()
-	// The run column takes what the others leave, at least 14; columns go
+	// The run column takes what the others leave, at least 18; columns go
 	// until it has that.
 	cols := len(runsColumns)
 	fixed := func(n int) int {
@@ -135,7 +135,7 @@ func (s *runsScreen) table(w, h int) string {
 		}
 		return f
 	}
-	for cols > 2 && w-fixed(cols) < 14 {
+	for cols > 2 && w-fixed(cols) < 18 {
 		cols--
 	}
 	shown := map[string]bool{}
