@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/presets/models"
 )
 
 // A run's model exported into a folder of models is listed, evaluates
@@ -96,5 +99,48 @@ func TestShippedModelSweepsPlan(t *testing.T) {
 		if out, e, code := mkbench(t, "sweep", "plan", f); code != 0 || !strings.Contains(out, "1 units") {
 			t.Errorf("%s (exit %d): %s%s", f, code, out, e)
 		}
+	}
+}
+
+// Every shipped model is in the README's table with the test result its
+// model.json records, and `mkbench models` lists each with that number.
+func TestShippedModelsInREADME(t *testing.T) {
+	list, err := models.Shipped().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(readAll(t, "README.md"))
+	out, e, code := mkbench(t, "models")
+	if code != 0 {
+		t.Fatalf("models (exit %d): %s", code, e)
+	}
+	for _, m := range list {
+		want := fmt.Sprintf("`%s` | %.2f%% ± %.2f", m.Name, 100*m.Test.Mean, 100*m.Test.CI95)
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+		if !strings.Contains(out, m.Name) || !strings.Contains(out, m.Test.String()) {
+			t.Errorf("mkbench models lacks %s %s:\n%s", m.Name, m.Test, out)
+		}
+	}
+}
+
+// With the defaults, `mkbench eval --model NAME` repeats each shipped
+// model's recorded test result exactly (its 3,000 episodes take minutes
+// per model: set MKBENCH_LONG=1).
+func TestShippedModelsReproduce(t *testing.T) {
+	if os.Getenv("MKBENCH_LONG") == "" {
+		t.Skip("set MKBENCH_LONG=1 to evaluate every shipped model on its 3,000 test episodes")
+	}
+	list, err := models.Shipped().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list {
+		out, e, code := mkbench(t, "eval", "--model", m.Name)
+		if code != 0 || !strings.Contains(out, "matches the model's recorded test result") {
+			t.Errorf("eval --model %s (exit %d): %s%s", m.Name, code, out, e)
+		}
+		t.Logf("%s: %s", m.Name, strings.TrimSpace(out))
 	}
 }
