@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
@@ -177,8 +176,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		}
 		return 0
 	}
-	var sum engine.Summary
-	if b, err := os.ReadFile(filepath.Join(*run, engine.FileSummary)); err == nil && same && json.Unmarshal(b, &sum) == nil && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+	if sum, err := engine.ReadSummary(*run); err == nil && sum != nil && same && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {
 			fmt.Fprintln(stdout, "matches summary.json")
 		} else {

@@ -1,8 +1,6 @@
 package sweep
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
@@ -96,8 +94,7 @@ func UnitOf(dir string, u Unit) UnitStatus {
 	if starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts)); err == nil {
 		us.Starts = len(starts)
 	}
-	var sum engine.Summary
-	if data, err := os.ReadFile(filepath.Join(dir, engine.FileSummary)); err == nil && json.Unmarshal(data, &sum) == nil {
+	if sum, err := engine.ReadSummary(dir); err == nil && sum != nil {
 		us.State, us.Eval, us.Iter, us.Iters, us.TrainSeconds = StateDone, sum.Eval, sum.Iters, sum.Iters, sum.TrainSeconds
 		return us
 	}
