@@ -30,6 +30,20 @@ func TestModelsExportListEval(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	// A damaged summary.json is refused before the evaluation, and the
+	// model exported before stays as it was.
+	sumPath := filepath.Join(run, "summary.json")
+	sumBytes := readAll(t, sumPath)
+	infoBefore := readAll(t, filepath.Join(lib, "tiny", "model.json"))
+	os.WriteFile(sumPath, sumBytes[:len(sumBytes)/2], 0o644)
+	if _, e, code := mkbench(t, "models", "export", run, "--name", "tiny", "--dir", lib); code == 0 || !strings.Contains(e, "summary.json is damaged") {
+		t.Errorf("export with a damaged summary.json (exit %d): %s", code, e)
+	}
+	if string(readAll(t, filepath.Join(lib, "tiny", "model.json"))) != string(infoBefore) {
+		t.Error("a refused export changed the model exported before")
+	}
+	os.WriteFile(sumPath, sumBytes, 0o644)
+
 	out, e, code = mkbench(t, "models", "--dir", lib)
 	if code != 0 || !strings.Contains(out, "tiny") || !strings.Contains(out, "omniglot-5w1s") || !strings.Contains(out, "(20 tasks)") {
 		t.Errorf("models (exit %d): %s%s", code, out, e)

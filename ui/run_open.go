@@ -2,12 +2,11 @@ package ui
 
 import (
 	"fmt"
-	"path/filepath"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui/session"
 )
@@ -65,18 +64,15 @@ func openRun(dir, data string) (openedRun, error) {
 	r := openedRun{Dir: dir, Preset: p, Run: &session.Run{Variant: p.Variant, Dir: dir, Config: rc.Config}}
 	u := session.Update{Run: r.Run, Ended: true}
 
-	metrics, err := runfile.Read[engine.MetricsRow](filepath.Join(dir, engine.FileMetrics))
+	curves, err := runs.ReadCurves(dir)
 	if err != nil {
 		return r, err
 	}
+	metrics := curves.Metrics
 	for _, m := range metrics {
 		u.Points = append(u.Points, session.Point{Iter: m.Iter, Loss: m.Loss, Data: m.Data, KL: m.KL, ELBO: m.ELBO})
 	}
-	vals, err := runfile.Read[engine.ValRow](filepath.Join(dir, engine.FileVal))
-	if err != nil {
-		return r, err
-	}
-	for _, v := range vals {
+	for _, v := range curves.Val {
 		u.Vals = append(u.Vals, session.ValPoint{Iter: v.Iter, Eval: engine.EvalResult{Metric: v.Metric, Mean: v.Mean, CI95: v.CI95, Tasks: v.Tasks}})
 	}
 	sum, err := engine.ReadSummary(dir)

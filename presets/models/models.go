@@ -166,15 +166,21 @@ func Export(runDir, dst, name string, settings []string, evaluate func(*engine.C
 	if err != nil {
 		return info, err
 	}
+	// summary.json holds the whole run's iterations and training time, the
+	// checkpoint only those up to the best validation; read before the
+	// evaluation, which takes minutes, so a damaged one fails at once.
+	sum, err := engine.ReadSummary(runDir)
+	if err != nil {
+		return info, err
+	}
+	if sum == nil {
+		sum = &engine.Summary{}
+	}
 	test, err := evaluate(back)
 	if err != nil {
 		return info, err
 	}
 	test.PerTask = nil
-	var sum engine.Summary
-	if b, err := os.ReadFile(filepath.Join(runDir, engine.FileSummary)); err == nil {
-		json.Unmarshal(b, &sum)
-	}
 	info = Info{Name: name, Preset: ck.Preset, Variant: ck.Config.Variant(), Source: ck.Source, Test: test,
 		TrainSeconds: ck.TrainSeconds, Iters: max(sum.Iters, ck.Iter), BestIter: ck.Iter, Params: paramCount(ck),
 		Settings: settings, Exported: time.Now().UTC().Truncate(time.Second)}

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// The shipped library lists (none yet, and no error); a folder lists only
+// The shipped library lists without error; a folder lists only
 // its folders holding a model.json; a damaged or misnamed model.json and
 // a missing model are errors naming them.
 func TestLibraryList(t *testing.T) {
