@@ -548,6 +548,23 @@ func noTerminal(in, out *os.File) string {
 	return ""
 }
 
+// evalProgressEvery is how often evalProgress prints.
+var evalProgressEvery = 5 * time.Second
+
+// evalProgress prints an evaluation's progress line every
+// evalProgressEvery, the first after one interval: short evaluations print
+// none.
+func evalProgress(w io.Writer) func(done, total int) {
+	last := time.Now()
+	return func(done, total int) {
+		if done == total || time.Since(last) < evalProgressEvery {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(w, "evaluating: %d/%d tasks\n", done, total)
+	}
+}
+
 // progressPrinter prints a progress line every two seconds.
 func progressPrinter(w io.Writer) engine.Observer {
 	var last time.Time

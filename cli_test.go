@@ -405,3 +405,23 @@ func TestResumeBeforeFirstCheckpointAndAfterTheEnd(t *testing.T) {
 		t.Fatal("resuming a finished run rewrote summary.json")
 	}
 }
+
+// An evaluation's progress line comes once an interval has passed, never
+// for the last batch (the result follows at once).
+func TestEvalProgressLine(t *testing.T) {
+	defer func(d time.Duration) { evalProgressEvery = d }(evalProgressEvery)
+	var b strings.Builder
+	evalProgressEvery = time.Hour
+	p := evalProgress(&b)
+	p(6, 3000)
+	if b.Len() != 0 {
+		t.Fatalf("a line before the interval: %q", b.String())
+	}
+	evalProgressEvery = 0
+	p = evalProgress(&b)
+	p(1200, 3000)
+	p(3000, 3000)
+	if b.String() != "evaluating: 1200/3000 tasks\n" {
+		t.Errorf("progress lines %q", b.String())
+	}
+}

@@ -138,7 +138,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if *folder != "" {
 		srcs.TestBy = nil // the folder's classes, not the run's sources
 	}
-	res, bySource, err := presets.EvaluateModel(ck, srcs, n)
+	res, bySource, err := presets.EvaluateModel(ck, srcs, n, evalProgress(stderr))
 	if err != nil {
 		return fail(stderr, err)
 	}

@@ -102,20 +102,8 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 		if err != nil {
 			return engine.EvalResult{}, err
 		}
-		m, err := ck.Model(srcs.Train)
-		if err != nil {
-			return engine.EvalResult{}, err
-		}
-		defer m.Close()
-		if len(srcs.TestBy) > 0 {
-			ev, _, err := m.EvaluateSources(srcs.TestBy, c.EvalTasks, c.EvalQuery, c.EvalSamples, c.Seed)
-			return ev, err
-		}
-		test := srcs.Test
-		if test == nil {
-			test = srcs.Train
-		}
-		return m.EvaluateOn(test, c.EvalTasks, c.EvalQuery, c.EvalSamples, c.Seed)
+		ev, _, err := presets.EvaluateModel(ck, srcs, c.EvalTasks, evalProgress(stderr))
+		return ev, err
 	})
 	if err != nil {
 		return fail(stderr, err)

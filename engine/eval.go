@@ -56,7 +56,15 @@ func (m *Model) EvaluateSources(srcs []NamedSource, tasks, query, samples int, s
 	by := make(map[string]*EvalResult, len(srcs))
 	var mean EvalResult
 	var ci2 float64
-	for _, s := range srcs {
+	if p := m.EvalProgress; p != nil {
+		// Progress counts across the sources.
+		defer func() { m.EvalProgress = p }()
+	}
+	report := m.EvalProgress
+	for i, s := range srcs {
+		if report != nil {
+			m.EvalProgress = func(done, _ int) { report(i*tasks+done, len(srcs)*tasks) }
+		}
 		ev, err := m.EvaluateOn(s.Source, tasks, query, samples, seed)
 		if err != nil {
 			return EvalResult{}, nil, fmt.Errorf("%s: %w", s.Name, err)
@@ -161,6 +169,9 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			} else {
 				res.PerTask = append(res.PerTask, v/float64(per))
 			}
+		}
+		if m.EvalProgress != nil {
+			m.EvalProgress(len(res.PerTask), tasks)
 		}
 	}
 	res.Mean, res.CI95 = MeanCI(res.PerTask)

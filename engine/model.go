@@ -53,6 +53,11 @@ type Model struct {
 	// convolution (nil for other ψ): non-trainable state, updated after
 	// every successful training step and carried by checkpoints.
 	BN []ops.BNStats
+	// EvalProgress, when set, is told after each meta-batch of an
+	// evaluation how many of its tasks are done: a caller's progress line
+	// for evaluations that take minutes. It runs on the evaluating
+	// goroutine.
+	EvalProgress func(done, total int)
 
 	graphs map[shape]*graph
 	stages map[shape]*staged

@@ -144,6 +144,30 @@ func TestEvalFromCheckpointReproducesRun(t *testing.T) {
 	if ev.Mean != res.Eval.Mean || ev.CI95 != res.Eval.CI95 {
 		t.Fatalf("eval from checkpoint %v, run reported %v", ev, res.Eval)
 	}
+
+	// EvalProgress sees every meta-batch, counting across sources, and
+	// changes no number.
+	var seen [][2]int
+	m.EvalProgress = func(done, total int) { seen = append(seen, [2]int{done, total}) }
+	again, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+	if err != nil || again.Mean != ev.Mean {
+		t.Fatalf("with EvalProgress: %v, %v; without: %v", again, err, ev)
+	}
+	batches := (cfg.EvalTasks + cfg.MetaBatch - 1) / cfg.MetaBatch
+	if len(seen) != batches || seen[0] != [2]int{min(cfg.MetaBatch, cfg.EvalTasks), cfg.EvalTasks} || seen[len(seen)-1] != [2]int{cfg.EvalTasks, cfg.EvalTasks} {
+		t.Errorf("progress %v for %d tasks in batches of %d", seen, cfg.EvalTasks, cfg.MetaBatch)
+	}
+	seen = nil
+	srcs := []NamedSource{{Name: "a", Source: sineLike{}}, {Name: "b", Source: sineLike{}}}
+	if _, _, err := m.EvaluateSources(srcs, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2*batches || seen[batches] != [2]int{cfg.EvalTasks + min(cfg.MetaBatch, cfg.EvalTasks), 2 * cfg.EvalTasks} || seen[len(seen)-1] != [2]int{2 * cfg.EvalTasks, 2 * cfg.EvalTasks} {
+		t.Errorf("progress over two sources %v", seen)
+	}
+	if m.EvalProgress == nil {
+		t.Error("EvaluateSources did not restore EvalProgress")
+	}
 }
 
 // nanAfter yields NaN targets from its n-th batch on.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/charmbracelet/bubbles/textinput"
@@ -65,7 +67,7 @@ type runsScreen struct {
 	timeX, ema, logY bool
 	curves           map[string]*runCurves
 	confirm          string // the directory asked to be deleted, awaiting y
-	evals            map[string]time.Time
+	evals            map[string]*evalJob
 	note             note
 	w, h             int
 	spin             int
@@ -83,7 +85,7 @@ func newRunsScreen(t Theme, root, data string) *runsScreen {
 	in.Prompt = "/"
 	in.Placeholder = "words in the directory, preset, variant, state or seed"
 	return &runsScreen{theme: t, keys: newRunsKeys(), root: root, data: data, marks: marks[string]{},
-		curves: map[string]*runCurves{}, evals: map[string]time.Time{}, filter: in, sortKey: slices.Index(runs.SortKeys, "run")}
+		curves: map[string]*runCurves{}, evals: map[string]*evalJob{}, filter: in, sortKey: slices.Index(runs.SortKeys, "run")}
 }
 
 // Messages of the screen's background work.
@@ -289,6 +291,27 @@ func runsTick() tea.Cmd {
 	return tea.Tick(time.Second, func(time.Time) tea.Msg { return runsTickMsg{} })
 }
 
+// evalJob is an evaluation in the background; the evaluating goroutine
+// counts its tasks, the row reads them at each tick.
+type evalJob struct {
+	done, total atomic.Int64
+}
+
+func (j *evalJob) progress(done, total int) {
+	j.total.Store(int64(total))
+	j.done.Store(int64(done))
+}
+
+// text is the row's metric cell while the evaluation runs: its share of
+// tasks done, or dots (one more each tick) until the first batch is.
+func (j *evalJob) text(spin int) string {
+	done, total := j.done.Load(), j.total.Load()
+	if total == 0 {
+		return "evaluating" + strings.Repeat(".", spin%4)
+	}
+	return fmt.Sprintf("evaluating %d%%", 100*done/total)
+}
+
 // evaluate evaluates the run under the cursor in the background as mkbench
 // eval --run does; its row shows the result when it comes.
 func (s *runsScreen) evaluate(r runs.Run) tea.Cmd {
@@ -304,11 +327,12 @@ func (s *runsScreen) evaluate(r runs.Run) tea.Cmd {
 		s.note.set(r.Rel + " is being evaluated already")
 		return nil
 	}
-	s.evals[r.Dir] = time.Now()
+	job := &evalJob{}
+	s.evals[r.Dir] = job
 	s.note.set(fmt.Sprintf("evaluating %s on %d tasks…", r.Rel, r.Config.EvalTasks))
 	dir, data := r.Dir, s.data
 	cmd := func() tea.Msg {
-		res, note, err := presets.EvaluateRun(dir, data)
+		res, note, err := presets.EvaluateRun(dir, data, job.progress)
 		return runsEvalMsg{dir, res, note, err}
 	}
 	if !s.tickOn {

@@ -197,3 +197,16 @@ func copyDir(t testing.TB, src, dst string) {
 }
 
 func regexpQuote(s string) string { return regexp.QuoteMeta(s) }
+
+// A row being evaluated shows dots until the first batch is done, then
+// the share of tasks done.
+func TestEvalJobText(t *testing.T) {
+	var j evalJob
+	if got := j.text(2); got != "evaluating.." {
+		t.Errorf("before any batch: %q", got)
+	}
+	j.progress(750, 3000)
+	if got := j.text(2); got != "evaluating 25%" {
+		t.Errorf("a quarter done: %q", got)
+	}
+}

@@ -202,8 +202,8 @@ func (s *runsScreen) table(w, h int) string {
 			if s.read[j] {
 				cell = cellOf(cname, r, now)
 			}
-			if _, busy := s.evals[r.Dir]; busy && cname == "metric" {
-				cell = "evaluating" + strings.Repeat(".", s.spin%4)
+			if job := s.evals[r.Dir]; job != nil && cname == "metric" {
+				cell = job.text(s.spin)
 			}
 			c := pad(cell, columnWidth(cname))
 			if cname == "state" {
