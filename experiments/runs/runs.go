@@ -160,27 +160,24 @@ func Read(e Entry, now time.Time) Run {
 		r.Val, r.TrainSeconds = true, val.TrainSeconds
 		r.Iter = max(r.Iter, val.Iter)
 	}
-	sum, err := engine.ReadSummary(e.Dir)
+	st := engine.ReadRunState(e.Dir)
+	if st.SummaryErr != nil {
+		r.Error = firstLine(st.SummaryErr.Error())
+	}
 	switch {
-	case err != nil:
-		r.Error = firstLine(err.Error())
-	case sum != nil:
+	case st.Summary != nil:
+		sum := st.Summary
 		r.State, r.Iter, r.TrainSeconds = Finished, sum.Iters, sum.TrainSeconds
 		if sum.Eval != nil {
 			r.Eval, r.Val = sum.Eval, false
 		}
-		return r
-	}
-	held, owner, err := runfile.Held(e.Dir)
-	if err == nil && held || !localOwner(owner) && recentCheckpoint(e.Dir, r.Config, now) {
+	case st.Held || !localOwner(st.Owner) && recentCheckpoint(e.Dir, r.Config, now):
 		r.State = Running
-		return r
+	case st.Failure != nil:
+		r.State, r.Error = Failed, firstLine(st.Failure.Error)
+	default:
+		r.State = Interrupted
 	}
-	if f, ok := engine.ReadFailure(e.Dir); ok {
-		r.State, r.Error = Failed, firstLine(f.Error)
-		return r
-	}
-	r.State = Interrupted
 	return r
 }
 

@@ -94,16 +94,14 @@ func UnitOf(dir string, u Unit) UnitStatus {
 	if starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts)); err == nil {
 		us.Starts = len(starts)
 	}
-	if sum, err := engine.ReadSummary(dir); err == nil && sum != nil {
+	switch st := engine.ReadRunState(dir); {
+	case st.Summary != nil:
+		sum := st.Summary
 		us.State, us.Eval, us.Iter, us.Iters, us.TrainSeconds = StateDone, sum.Eval, sum.Iters, sum.Iters, sum.TrainSeconds
-		return us
-	}
-	if held, owner, err := runfile.Held(dir); err == nil && held {
-		us.State, us.Owner = StateRunning, &owner
-		return us
-	}
-	if f, ok := engine.ReadFailure(dir); ok {
-		us.State, us.Error = StateFailed, f.Error
+	case st.Held:
+		us.State, us.Owner = StateRunning, &st.Owner
+	case st.Failure != nil:
+		us.State, us.Error = StateFailed, st.Failure.Error
 	}
 	return us
 }
