@@ -127,30 +127,43 @@ func (ev *eventsLog) open(l *Loop) error {
 	ev.val = rowTail{path: filepath.Join(ev.dir, FileVal)}
 	ev.metrics.skip()
 	ev.val.skip()
-	if ev.resumed {
-		files, err := tbevents.Files(ev.dir)
-		if err != nil {
-			ev.fail(err)
-			return nil
-		}
-		for _, f := range files {
-			if _, _, err := tbevents.CutBack(f, int64(l.Start), runfile.Private); err != nil {
-				ev.fail(err)
-				return nil
-			}
-		}
-	}
-	now := time.Now()
-	w, err := tbevents.Create(ev.dir, now, runfile.Private)
+	w, err := OpenEvents(ev.dir, l.Start, ev.resumed)
 	if err != nil {
 		ev.fail(err)
 		return nil
 	}
 	ev.w = w
-	if ev.resumed {
-		ev.write(tbevents.Event{WallTime: tbevents.WallTime(now), Step: int64(l.Start) + 1, Session: tbevents.SessionStart})
-	}
 	return nil
+}
+
+// OpenEvents starts this process's event file in run directory dir. A
+// run resumed from iteration start first cuts the older files back to it
+// and opens its file with a SessionLog START. Baselines that are not
+// engine runs (MAML) write their events through it too.
+func OpenEvents(dir string, start int, resumed bool) (*tbevents.Writer, error) {
+	if resumed {
+		files, err := tbevents.Files(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			if _, _, err := tbevents.CutBack(f, int64(start), runfile.Private); err != nil {
+				return nil, err
+			}
+		}
+	}
+	now := time.Now()
+	w, err := tbevents.Create(dir, now, runfile.Private)
+	if err != nil {
+		return nil, err
+	}
+	if resumed {
+		if err := w.Write(tbevents.Event{WallTime: tbevents.WallTime(now), Step: int64(start) + 1, Session: tbevents.SessionStart}); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // step writes the events of the step just done: its new log rows, and

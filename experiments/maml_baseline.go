@@ -13,6 +13,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/engine/tbevents"
 )
 
 var _ BaselineFunc = MAMLBaseline
@@ -32,8 +33,8 @@ func MAMLConfigFor(c engine.Config) MAMLConfig {
 // MAMLBaseline is the BaselineFunc of the MAML baseline ("maml"). It trains
 // on job.Train with MAMLConfigFor(job.Config), keeping maml.json (model and
 // optimizer) and metrics.jsonl (engine.MetricsRow lines, loss = data = the
-// query MSE after adaptation, every Config.LogEvery iterations) in
-// job.Dir; a job.Dir holding an interrupted MAML run of the same settings
+// query MSE after adaptation, every Config.LogEvery iterations) and their
+// TensorBoard event file in job.Dir; a job.Dir holding an interrupted MAML run of the same settings
 // is continued, and the result is the uninterrupted run's. It checkpoints
 // every Config.CheckpointSec seconds and when stopped, honours job.Budget
 // as engine.RunOptions.Budget does, evaluates on job.Test (else
@@ -67,6 +68,14 @@ func MAMLBaseline(ctx context.Context, job BaselineJob) (BaselineResult, error) 
 		}
 		defer metrics.Close()
 	}
+	// TensorBoard events of the metrics rows, as an engine run writes them.
+	// They are a view of the run: an error writing them stops them, never
+	// the training (mkbench export --tensorboard rebuilds them).
+	var events *tbevents.Writer
+	if job.Dir != "" {
+		events, _ = engine.OpenEvents(job.Dir, m.Iter, m.Iter > 0)
+		defer func() { events.Close() }()
+	}
 	save := func() error {
 		if job.Dir == "" {
 			return nil
@@ -89,6 +98,10 @@ func MAMLBaseline(ctx context.Context, job BaselineJob) (BaselineResult, error) 
 				LR: m.Cfg.OuterLR, GradNorm: w.GradNorm / n}
 			if err := metrics.Append(row); err != nil {
 				return err
+			}
+			if events != nil && events.Write(engine.MetricsEvent(row, time.Now())) != nil {
+				events.Close()
+				events = nil
 			}
 			*w = mamlWindow{}
 		}

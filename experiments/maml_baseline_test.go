@@ -2,15 +2,18 @@ package experiments
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/tbevents"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -74,6 +77,13 @@ func TestMAMLBaselineResume(t *testing.T) {
 	if !bytes.Equal(ma, mb) || bytes.Count(ma, []byte("\n")) != iters/10 {
 		t.Errorf("metrics.jsonl differs:\n%s\nuninterrupted:\n%s", mb, ma)
 	}
+	// The event files hold the loss of every metrics row once, resumed or
+	// not; the resumed run's second file starts with a SessionLog START.
+	lossA, startsA := mamlEvents(t, whole)
+	lossB, startsB := mamlEvents(t, parts)
+	if len(lossA) != iters/10 || !slices.Equal(lossA, lossB) || startsA != 0 || startsB != 1 {
+		t.Errorf("events: %d losses, %d starts uninterrupted; %d losses, %d starts continued", len(lossA), startsA, len(lossB), startsB)
+	}
 
 	// Another seed in the same directory is refused.
 	job := mamlJob(t, parts, iters)
@@ -111,4 +121,32 @@ func TestMAMLBaselineBudgetAndFits(t *testing.T) {
 	if fit.MSE != mse || fit.PredSD != nil || job.Fits[0].PredMean != nil {
 		t.Errorf("fit %+v (MSE want %v); the job's fit must stay untouched", fit, mse)
 	}
+}
+
+// mamlEvents reads the loss scalars (step and value, in step order) and
+// the SessionLog STARTs of dir's event files.
+func mamlEvents(t *testing.T, dir string) (loss [][2]float64, starts int) {
+	t.Helper()
+	files, err := tbevents.Files(dir)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("event files in %s: %v, %v", dir, files, err)
+	}
+	for _, f := range files {
+		evs, err := tbevents.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Session == tbevents.SessionStart {
+				starts++
+			}
+			for _, v := range e.Values {
+				if v.Tag == "loss" {
+					loss = append(loss, [2]float64{float64(e.Step), float64(v.Simple)})
+				}
+			}
+		}
+	}
+	slices.SortFunc(loss, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+	return loss, starts
 }
