@@ -226,12 +226,30 @@ func newRun(cfg Config, src task.Source, opts RunOptions, obs Observer, res *Res
 		if err := r.checkBest(); err != nil {
 			return nil, err
 		}
+		if cfg.Iters != ck.Config.Iters {
+			if err := recordIters(opts.Dir, ck, cfg.Iters); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	r.cfg = cfg
 	return r, nil
+}
+
+// recordIters writes a resumed run's new iteration budget into its
+// config.json, which says what the run trains to (the learning-rate
+// schedule's length, the runs browser's iters, an exported model's
+// settings); the checkpoint records it at its next save.
+func recordIters(dir string, ck *Checkpoint, iters int) error {
+	rc, err := ReadRunConfig(dir)
+	if err != nil || rc.Config.Iters == 0 {
+		rc = RunConfig{Preset: ck.Preset, Source: ck.Source, Config: ck.Config} // config.json lost: the checkpoint has it
+	}
+	rc.Config.Iters = iters
+	return runfile.WriteJSON(filepath.Join(dir, FileConfig), rc, runfile.Private)
 }
 
 // restart settles the resume of a run directory that has no checkpoint:

@@ -213,6 +213,13 @@ func TestNaNLossStopsAndKeepsCheckpoint(t *testing.T) {
 	if _, ok := ReadFailure(dir); ok {
 		t.Error("failed.json outlived a resume that finished")
 	}
+	// The run started with 5 iterations and was resumed to 20: its
+	// config.json says 20, as its checkpoint does.
+	rc, err := ReadRunConfig(dir)
+	ck, _ := LoadCheckpoint(filepath.Join(dir, FileCheckpoint))
+	if err != nil || ck == nil || rc.Config.Iters != 20 || ck.Config.Iters != 20 {
+		t.Fatalf("after a resume to 20 iterations: config.json %d (%v), checkpoint %v", rc.Config.Iters, err, ck != nil && ck.Config.Iters == 20)
+	}
 }
 
 func TestRunRefusesExistingRunDir(t *testing.T) {
