@@ -56,11 +56,11 @@ func (m *Model) EvaluateSources(srcs []NamedSource, tasks, query, samples int, s
 	by := make(map[string]*EvalResult, len(srcs))
 	var mean EvalResult
 	var ci2 float64
-	if p := m.EvalProgress; p != nil {
-		// Progress counts across the sources.
-		defer func() { m.EvalProgress = p }()
-	}
+	// Progress counts across the sources.
 	report := m.EvalProgress
+	if report != nil {
+		defer func() { m.EvalProgress = report }()
+	}
 	for i, s := range srcs {
 		if report != nil {
 			m.EvalProgress = func(done, _ int) { report(i*tasks+done, len(srcs)*tasks) }
