@@ -34,8 +34,9 @@ func MAMLConfigFor(c engine.Config) MAMLConfig {
 // on job.Train with MAMLConfigFor(job.Config), keeping maml.json (model and
 // optimizer) and metrics.jsonl (engine.MetricsRow lines, loss = data = the
 // query MSE after adaptation, every Config.LogEvery iterations) and their
-// TensorBoard event file in job.Dir; a job.Dir holding an interrupted MAML run of the same settings
-// is continued, and the result is the uninterrupted run's. It checkpoints
+// TensorBoard event file in job.Dir; a job.Dir holding an interrupted
+// MAML run of the same settings is continued, and the result is the
+// uninterrupted run's. It checkpoints
 // every Config.CheckpointSec seconds and when stopped, honours job.Budget
 // as engine.RunOptions.Budget does, evaluates on job.Test (else
 // job.Train) with the engine's protocol and predicts job.Fits' grids from
