@@ -86,19 +86,27 @@ func TestOmniglotBadInput(t *testing.T) {
 	}
 }
 
-// train_way trains on episodes of more classes than the model is
-// validated and tested on; a train_way below the way is refused.
+// train_way and train_shot train on episodes of more classes and shots
+// than the model is validated and tested on; a train_way below the way,
+// a negative train_shot and a train_shot for regression are refused.
 func TestTrainWayRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tw")
-	out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--set", "train_way=10", "--iters", "3", "--set", "conv_filters=4",
+	out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--set", "train_way=10", "--set", "train_shot=3", "--iters", "3", "--set", "conv_filters=4",
 		"--eval-tasks", "3", "--set", "val_every=2", "--set", "val_tasks=2", "--out", dir, "--quiet")
 	if code != 0 {
 		t.Fatalf("run (exit %d): %s%s", code, out, e)
 	}
-	if cfg := string(readAll(t, filepath.Join(dir, "config.json"))); !strings.Contains(cfg, `"train_way": 10`) || !strings.Contains(cfg, `"way": 5`) {
+	if cfg := string(readAll(t, filepath.Join(dir, "config.json"))); !strings.Contains(cfg, `"train_way": 10`) || !strings.Contains(cfg, `"way": 5`) ||
+		!strings.Contains(cfg, `"train_shot": 3`) || !strings.Contains(cfg, `"shot": 1`) {
 		t.Errorf("config.json: %s", cfg)
 	}
-	if _, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--set", "train_way=3", "--iters", "1", "--out", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, "train_way must be at least way (5)") {
-		t.Errorf("train_way 3 (exit %d): %s", code, e)
+	for _, c := range []struct{ preset, set, want string }{
+		{"omniglot-5w1s", "train_way=3", "train_way must be at least way (5)"},
+		{"omniglot-5w1s", "train_shot=-1", "train_shot must be ≥ 1"},
+		{"sine-5shot", "train_shot=2", `not used by this preset: "train_shot"`},
+	} {
+		if _, e, code := mkbench(t, "run", "--preset", c.preset, "--set", c.set, "--iters", "1", "--out", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, c.want) {
+			t.Errorf("%s %s (exit %d): %s", c.preset, c.set, code, e)
+		}
 	}
 }

@@ -89,8 +89,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, errors.New("eval: --way and --shot apply to classification runs only"))
 	}
 	// Evaluation draws no training episodes: a model trained at a higher
-	// way (train_way) is rebuilt at the way it is tested on.
-	c.TrainWay = 0
+	// way or another shot (train_way, train_shot) is rebuilt at the way
+	// and shot it is tested on.
+	c.TrainWay, c.TrainShot = 0, 0
 	if set["way"] {
 		c.Way = *way
 	}

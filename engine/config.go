@@ -142,6 +142,12 @@ type Config struct {
 	// validation and test episodes have Way. The parameters do not
 	// depend on the way.
 	TrainWay int `json:"train_way,omitempty"`
+	// TrainShot, when set, is the support images per class of a training
+	// episode; validation and test episodes have Shot. Training 1-shot
+	// models on 5-shot episodes is the Omniglot table's measured case:
+	// prototypes of one image each make the training signal noisier than
+	// the tests need. The parameters do not depend on the shot.
+	TrainShot int `json:"train_shot,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -194,6 +200,15 @@ func (c Config) TrainingWay() int {
 		return c.TrainWay
 	}
 	return c.Way
+}
+
+// TrainingShot is the support images per class of a training episode:
+// TrainShot when set, else Shot.
+func (c Config) TrainingShot() int {
+	if c.TrainShot > 0 {
+		return c.TrainShot
+	}
+	return c.Shot
 }
 
 // Classify reports whether tasks are classification tasks.
@@ -348,6 +363,9 @@ func (c Config) Validate() error {
 	}
 	if c.TrainWay != 0 && (c.TrainWay < c.Way || c.Way == 0 || c.Varying) {
 		errs = append(errs, fmt.Errorf("train_way must be at least way (%d) on fixed classification episodes, got %d", c.Way, c.TrainWay))
+	}
+	if c.TrainShot != 0 && (c.TrainShot < 1 || c.Way == 0 || c.Varying) {
+		errs = append(errs, fmt.Errorf("train_shot must be ≥ 1 on fixed classification episodes (0 trains at shot), got %d", c.TrainShot))
 	}
 	if c.ValEvery > 0 && c.ValTasks <= 0 {
 		errs = append(errs, errors.New("val_every needs val_tasks > 0"))

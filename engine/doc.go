@@ -35,7 +35,9 @@
 // Meta-Dataset's sampler) train one per step, each through graphs built
 // for its shape (shape.Uneven); the last such graph is kept, the others
 // released. Config.TrainWay trains at a higher way than the model is
-// tested on; its graphs carry their way (shape.Way).
+// tested on, Config.TrainShot at another shot; the training graphs carry
+// their way (shape.Way) and their support rows (shape.NS), from which the
+// prototypes take their shot.
 //
 // Run trains with a Loop (loop.go): the loop runs the steps and keeps the
 // iteration count and the training time, and everything else a run does is

@@ -287,7 +287,8 @@ func (b *builder) way() int {
 }
 
 // prototypes are the class means of the support features, (T, way, f):
-// Ysᵀ·Fs / shot with the one-hot support targets. In a varying episode
+// Ysᵀ·Fs / shot with the one-hot support targets, the shot being the
+// graph's (a training graph's is Config.TrainingShot). In a varying episode
 // shots differ between classes, and the input yw (ys with each class's
 // column over its shots, see setTargets) takes the place of Ys / shot.
 func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
@@ -300,7 +301,8 @@ func (b *builder) prototypes(Fs2, ys *G.Node) *G.Node {
 		return must(ops.BatchedMatMul(b.pool, must(G.Reshape(b.yw, tensor.Shape{b.T, b.NS, b.Way})), f3, true, false))
 	}
 	y3 := must(G.Reshape(ys, tensor.Shape{b.T, b.NS, b.way()}))
-	return must(G.HadamardProd(must(ops.BatchedMatMul(b.pool, y3, f3, true, false)), G.NewConstant(1/float64(c.Shot))))
+	shot := b.NS / b.way()
+	return must(G.HadamardProd(must(ops.BatchedMatMul(b.pool, y3, f3, true, false)), G.NewConstant(1/float64(shot))))
 }
 
 // front computes ψ(x) for all rows of b.x (support rows of every task,

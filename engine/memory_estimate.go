@@ -45,8 +45,8 @@ const (
 func (c Config) MemoryEstimate(inDim, outDim int) uint64 {
 	b := float64(memBase) + c.paramBytes(inDim, outDim)
 	ns, nq := c.SupportPoints(), c.QueryPoints()
-	if c.TrainWay > c.Way {
-		ns, nq = c.Shot*c.TrainWay, c.Query*c.TrainWay
+	if c.Classify() && !c.Varying {
+		ns, nq = c.TrainingShot()*c.TrainingWay(), c.Query*c.TrainingWay()
 	}
 	train := c.graphBytes(c.MetaBatch, ns, nq, inDim, outDim, true)
 	eval := c.graphBytes(c.MetaBatch, c.SupportPoints(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false)

@@ -407,12 +407,12 @@ func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound
 }
 
 // resizeTraining sizes b for T fixed-shape tasks of the training source:
-// its way (Config.TrainingWay) for a classifier.
+// its way (Config.TrainingWay) and Config.TrainingShot for a classifier.
 func (m *Model) resizeTraining(b *task.Batch, T int) {
 	c := m.Cfg
 	ns, nq := c.SupportPoints(), c.QueryPoints()
-	if w := m.Src.OutDim(); c.Classify() && w != c.Way {
-		ns, nq = c.Shot*w, c.Query*w
+	if w := m.Src.OutDim(); c.Classify() {
+		ns, nq = c.TrainingShot()*w, c.Query*w
 	}
 	b.Resize(T, ns, nq, m.Src.InDim(), m.Src.OutDim())
 }

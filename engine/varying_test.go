@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/task"
@@ -251,4 +253,90 @@ func TestTrainWay(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(res.Dir, FileBest)); err != nil {
 		t.Errorf("no best checkpoint from the 3-way validation: %v", err)
 	}
+}
+
+// shotsSeen is a blobs source that records the support rows of the
+// batches drawn from it.
+type shotsSeen struct {
+	blobs
+	mu sync.Mutex
+	ns map[int]int
+}
+
+func (s *shotsSeen) Sample(rng *rand.Rand, b *task.Batch) {
+	s.mu.Lock()
+	s.ns[b.NS]++
+	s.mu.Unlock()
+	s.blobs.Sample(rng, b)
+}
+
+// Training on more shots than the test (Config.TrainShot): the training
+// graph of TrainShot·way support rows against finite differences (its
+// prototypes divide by the training shot), and a run whose training
+// episodes have 4 shots while validation and test have 2.
+func TestTrainShot(t *testing.T) {
+	cfg := classConfig("metakernel", 0.9)
+	cfg.TrainShot = 4
+	train := &shotsSeen{blobs: blobs{way: 3, side: 7}, ns: map[int]int{}}
+	m, err := NewModel(cfg, train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkModelFD(t, m, rand.New(rand.NewPCG(15, 0)))
+	m.Close()
+	if train.ns[4*3] == 0 || len(train.ns) != 1 {
+		t.Errorf("training batches' support rows: %v, want only %d", train.ns, 4*3)
+	}
+	// Training at train_shot 4 is training a 4-shot model: the same
+	// episodes, the same prototypes, the same loss to the last bit.
+	four := cfg
+	four.Shot, four.TrainShot = 4, 0
+	if a, b := firstStepLoss(t, cfg, train), firstStepLoss(t, four, train); a != b {
+		t.Errorf("first step's loss %v at train_shot 4, %v at shot 4", a, b)
+	}
+	for _, bad := range []func(c *Config){
+		func(c *Config) { c.TrainShot = -1 },
+		func(c *Config) { c.Way, c.Shot, c.Query = 0, 5, 5 },
+	} {
+		c := cfg
+		bad(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "train_shot") {
+			t.Errorf("%+v: %v, want a train_shot error", c, err)
+		}
+	}
+
+	cfg.Iters, cfg.ValEvery, cfg.ValTasks = 20, 10, 5
+	cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 10, 2, 1
+	train.ns = map[int]int{}
+	test := &shotsSeen{blobs: blobs{way: 3, side: 7}, ns: map[int]int{}}
+	res, err := Run(context.Background(), cfg, train, RunOptions{Dir: t.TempDir(), Val: test, Test: test}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Eval == nil || res.Eval.Tasks != 10 || res.Iters != 20 {
+		t.Fatalf("result %+v", res)
+	}
+	for s, ns := range map[*shotsSeen]int{train: 4 * 3, test: 2 * 3} {
+		for n := range s.ns {
+			if n != ns {
+				t.Errorf("support rows %v, want only %d", s.ns, ns)
+			}
+		}
+	}
+}
+
+// firstStepLoss is the loss of the first training step of a model of cfg.
+func firstStepLoss(t *testing.T, cfg Config, src task.Source) float64 {
+	t.Helper()
+	m, err := NewModel(cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	var grads [][]float64
+	st, err := m.trainStep(0, NewOptimizer(cfg, m.Params.List), &grads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Loss
 }

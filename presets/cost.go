@@ -27,7 +27,7 @@ func MsPerIter(family string, cfg engine.Config) (ms float64, ok bool) {
 		return 0, false
 	}
 	if family == "omniglot" && cfg.Way > 0 {
-		ms *= float64(cfg.TrainingWay()*(cfg.Shot+cfg.Query)) / measuredImages
+		ms *= float64(cfg.TrainingWay()*(cfg.TrainingShot()+cfg.Query)) / measuredImages
 	}
 	return ms, true
 }

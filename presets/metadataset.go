@@ -150,11 +150,11 @@ func metaDatasetSources(cfg engine.Config, dataDir string, embed bool) (Sources,
 			return datasets.NewMDVarying(family, ns, specs, split, cs, datasets.MDSamplerOptions{
 				MinWays: minWay, MaxWays: cfg.Way, MaxSupport: cfg.Shot, MaxQuery: query})
 		}
-		way := cfg.Way
+		way, shot := cfg.Way, cfg.Shot
 		if split == "train" {
-			way = cfg.TrainingWay()
+			way, shot = cfg.TrainingWay(), cfg.TrainingShot()
 		}
-		return datasets.NewMultiEpisodes(family, ns, cs, way, cfg.Shot, query)
+		return datasets.NewMultiEpisodes(family, ns, cs, way, shot, query)
 	}
 	train := cfg.Sources
 	if len(train) == 0 {

@@ -199,12 +199,12 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			}
 			return Sources{}, err
 		}
-		return splitSources(cfg, func(split string, way, query int) (task.Source, error) {
+		return splitSources(cfg, func(split string, way, shot, query int) (task.Source, error) {
 			set, err := data.Split(split)
 			if err != nil {
 				return nil, err
 			}
-			ep, err := datasets.NewEpisodes(set, way, cfg.Shot, query)
+			ep, err := datasets.NewEpisodes(set, way, shot, query)
 			if err != nil {
 				return nil, fmt.Errorf("%s split: %w", split, err)
 			}
@@ -253,11 +253,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		}
 		mode := datasets.PixelMode{Channels: ch}
 		var s Sources
-		for _, sp := range []struct {
-			name       string
-			way, query int
-			dst        *task.Source
-		}{{"train", cfg.TrainingWay(), cfg.Query, &s.Train}, {"val", cfg.Way, cfg.EvalQuery, &s.Val}, {"test", cfg.Way, cfg.EvalQuery, &s.Test}} {
+		for _, sp := range splitShapes(cfg, &s) {
 			cs, err := set.Split(sp.name)
 			if err != nil && sp.name == "val" {
 				continue // a folder without validation classes trains without validation
@@ -269,7 +265,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			if err != nil {
 				return Sources{}, err
 			}
-			ep, err := datasets.NewClassEpisodes(conv, sp.way, cfg.Shot, sp.query)
+			ep, err := datasets.NewClassEpisodes(conv, sp.way, sp.shot, sp.query)
 			if err != nil && sp.name == "val" {
 				continue
 			}
@@ -292,24 +288,39 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 			return Sources{}, err
 		}
 		splits := map[string]datasets.DomainSplit{"train": train, "val": val, "test": test}
-		return splitSources(cfg, func(split string, way, query int) (task.Source, error) {
-			return d.Episodes(splits[split], way, cfg.Shot, query)
+		return splitSources(cfg, func(split string, way, shot, query int) (task.Source, error) {
+			return d.Episodes(splits[split], way, shot, query)
 		})
 	}
 	return Sources{}, fmt.Errorf("unknown task family %q", name)
 }
 
-// splitSources makes a run's three sources: split("train",
-// cfg.TrainingWay(), cfg.Query) for training, and the val and test splits
-// of cfg.Way classes with cfg.EvalQuery queries.
-func splitSources(cfg engine.Config, split func(name string, way, query int) (task.Source, error)) (Sources, error) {
+// splitShape is the episodes one split of a run draws, and where its
+// source goes in Sources.
+type splitShape struct {
+	name             string
+	way, shot, query int
+	dst              *task.Source
+}
+
+// splitShapes are a run's three splits: training episodes of
+// cfg.TrainingWay() classes, cfg.TrainingShot() shots and cfg.Query
+// queries, validation and test episodes of cfg.Way, cfg.Shot and
+// cfg.EvalQuery, their sources going into s.
+func splitShapes(cfg engine.Config, s *Sources) []splitShape {
+	return []splitShape{
+		{"train", cfg.TrainingWay(), cfg.TrainingShot(), cfg.Query, &s.Train},
+		{"val", cfg.Way, cfg.Shot, cfg.EvalQuery, &s.Val},
+		{"test", cfg.Way, cfg.Shot, cfg.EvalQuery, &s.Test},
+	}
+}
+
+// splitSources makes a run's three sources, split's for each of
+// splitShapes.
+func splitSources(cfg engine.Config, split func(name string, way, shot, query int) (task.Source, error)) (Sources, error) {
 	var s Sources
-	for _, sp := range []struct {
-		name       string
-		way, query int
-		dst        *task.Source
-	}{{"train", cfg.TrainingWay(), cfg.Query, &s.Train}, {"val", cfg.Way, cfg.EvalQuery, &s.Val}, {"test", cfg.Way, cfg.EvalQuery, &s.Test}} {
-		src, err := split(sp.name, sp.way, sp.query)
+	for _, sp := range splitShapes(cfg, &s) {
+		src, err := split(sp.name, sp.way, sp.shot, sp.query)
 		if err != nil {
 			return Sources{}, err
 		}
@@ -321,12 +332,12 @@ func splitSources(cfg engine.Config, split func(name string, way, query int) (ta
 // classSources is splitSources for a family whose splits are class sets
 // (CIFAR-FS, miniImageNet, embeddings): way-way shot-shot episodes of each.
 func classSources(cfg engine.Config, set func(split string) (datasets.ClassSource, error)) (Sources, error) {
-	return splitSources(cfg, func(split string, way, query int) (task.Source, error) {
+	return splitSources(cfg, func(split string, way, shot, query int) (task.Source, error) {
 		cs, err := set(split)
 		if err != nil {
 			return nil, err
 		}
-		ep, err := datasets.NewClassEpisodes(cs, way, cfg.Shot, query)
+		ep, err := datasets.NewClassEpisodes(cs, way, shot, query)
 		if err != nil {
 			return nil, fmt.Errorf("%s split: %w", split, err)
 		}

@@ -180,6 +180,7 @@ var overrides = []override{
 	{"way", KindInt, "classes per task (variable episodes: the most)", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
 	{"shot", KindInt, "support points per task (per class when classifying)", fixedShape, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"train_way", KindInt, "classes per training episode, above way (validation and test keep way)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainWay })},
+	{"train_shot", KindInt, "support images per class of a training episode (validation and test keep shot)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainShot })},
 	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
 	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
