@@ -143,10 +143,9 @@ type Config struct {
 	// depend on the way.
 	TrainWay int `json:"train_way,omitempty"`
 	// TrainShot, when set, is the support images per class of a training
-	// episode; validation and test episodes have Shot. Training 1-shot
-	// models on 5-shot episodes is the Omniglot table's measured case:
-	// prototypes of one image each make the training signal noisier than
-	// the tests need. The parameters do not depend on the shot.
+	// episode; validation and test episodes have Shot (the README measures
+	// 1-shot Omniglot models trained on 5-shot episodes). The parameters
+	// do not depend on the shot.
 	TrainShot int `json:"train_shot,omitempty"`
 
 	Iters int    `json:"iters"`
