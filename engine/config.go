@@ -119,8 +119,13 @@ type Config struct {
 	// with noisy single-draw gradients the flow random-walks away from
 	// the identity faster than the data term pulls it back.
 	FlowLRScale float64 `json:"flow_lr_scale"`
-	Momentum    float64 `json:"momentum"`  // SGD only
-	ClipNorm    float64 `json:"clip_norm"` // global gradient-norm clip; 0 = off
+	// PsiWeightDecay is a decoupled weight decay (AdamW's) of the
+	// feature extractor ψ's weights: each step multiplies them by
+	// 1 − lr·PsiWeightDecay before the optimizer's update. 0 = none.
+	// Biases and the heads are not decayed: it regularises ψ alone.
+	PsiWeightDecay float64 `json:"psi_weight_decay,omitempty"`
+	Momentum       float64 `json:"momentum"`  // SGD only
+	ClipNorm       float64 `json:"clip_norm"` // global gradient-norm clip; 0 = off
 
 	MetaBatch int `json:"meta_batch"` // tasks per iteration
 	// Way > 0 makes tasks Way-way classification: one-hot targets, logits
@@ -406,6 +411,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("lr_schedule %q is not one of constant, cosine, step", c.LRSchedule))
+	}
+	if !(c.PsiWeightDecay >= 0 && c.PsiWeightDecay*c.LR < 1) {
+		errs = append(errs, fmt.Errorf("psi_weight_decay must be ≥ 0 and below 1/lr (a step must not flip ψ's weights), got %g", c.PsiWeightDecay))
 	}
 	if c.FlowLRScale < 0 || math.IsNaN(c.FlowLRScale) {
 		errs = append(errs, fmt.Errorf("flow_lr_scale must be ≥ 0, got %g", c.FlowLRScale))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/ops"
@@ -244,6 +245,51 @@ func TestOptimizers(t *testing.T) {
 	}
 	if p[0].Data[0] != before[0] || p[0].Data[1] != before[1] {
 		t.Fatal("a NaN gradient changed the parameters")
+	}
+}
+
+// Config.PsiWeightDecay shrinks ψ's weights, and only them, by 1 − lr·wd a
+// step before the update (here a zero gradient, so Adam moves nothing
+// else); without it the optimizer has no decay state at all.
+func TestPsiWeightDecay(t *testing.T) {
+	names := []string{"conv0.w", "conv0.b", "embed.W1", "embed.b1", "resnet.layer1.0.conv1.w", "resnet.layer1.0.conv1.bn.gamma", "q.Wmu", "flow.theta", "loglambda"}
+	decayed := map[string]bool{"conv0.w": true, "embed.W1": true, "resnet.layer1.0.conv1.w": true}
+	var ps []*Param
+	var gs [][]float64
+	for _, n := range names {
+		ps = append(ps, &Param{Name: n, Shape: []int{2}, Data: []float64{1, -2}})
+		gs = append(gs, []float64{0, 0})
+	}
+	cfg := Config{Optimizer: "adam", LR: 0.1, PsiWeightDecay: 0.5, FlowLRScale: 0.1}
+	for _, kind := range []string{"adam", "sgd"} {
+		cfg.Optimizer = kind
+		for _, p := range ps {
+			p.Data = []float64{1, -2}
+		}
+		o := NewOptimizer(cfg, ps)
+		o.LR = 0.2 // as a schedule sets it
+		if _, err := o.Step(ps, gs); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			f := 1.0
+			if decayed[p.Name] {
+				f = 1 - 0.2*0.5
+			}
+			if p.Data[0] != f || p.Data[1] != -2*f {
+				t.Errorf("%s: %s after one step: %v, want ×%v", kind, p.Name, p.Data, f)
+			}
+		}
+	}
+	if o := NewOptimizer(Config{Optimizer: "adam", LR: 0.1}, ps); o.Decay != nil {
+		t.Errorf("no weight decay set, decay state %v", o.Decay)
+	}
+	for _, wd := range []float64{-1, math.NaN(), 1 / 1e-3} {
+		c := tinyConfig("vrf", 10)
+		c.LR, c.PsiWeightDecay = 1e-3, wd
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "psi_weight_decay") {
+			t.Errorf("psi_weight_decay %v: %v", wd, err)
+		}
 	}
 }
 

@@ -16,17 +16,20 @@ import (
 // with exactly the moment estimates it stopped with, and gorgonia's solvers
 // keep them unexported.
 type Optimizer struct {
-	Kind     string      `json:"kind"` // "adam" or "sgd"
-	LR       float64     `json:"lr"`
-	Beta1    float64     `json:"beta1"`
-	Beta2    float64     `json:"beta2"`
-	Eps      float64     `json:"eps"`
-	Momentum float64     `json:"momentum"`
-	ClipNorm float64     `json:"clip_norm"` // 0 = no clipping
-	Scale    []float64   `json:"scale"`     // per-parameter learning-rate multiplier
-	Steps    int         `json:"steps"`
-	M        [][]float64 `json:"m"` // Adam first moments or SGD velocity
-	V        [][]float64 `json:"v"` // Adam second moments
+	Kind     string    `json:"kind"` // "adam" or "sgd"
+	LR       float64   `json:"lr"`
+	Beta1    float64   `json:"beta1"`
+	Beta2    float64   `json:"beta2"`
+	Eps      float64   `json:"eps"`
+	Momentum float64   `json:"momentum"`
+	ClipNorm float64   `json:"clip_norm"` // 0 = no clipping
+	Scale    []float64 `json:"scale"`     // per-parameter learning-rate multiplier
+	// Decay is each parameter's decoupled weight decay (Config.PsiWeightDecay
+	// on ψ's weights, else 0); nil in checkpoints from before it existed.
+	Decay []float64   `json:"decay,omitempty"`
+	Steps int         `json:"steps"`
+	M     [][]float64 `json:"m"` // Adam first moments or SGD velocity
+	V     [][]float64 `json:"v"` // Adam second moments
 
 	chunks [][3]int // the work units of the last Step (see optimChunks)
 	// pool runs the updates; they come between a model's stages, so all
@@ -45,6 +48,12 @@ func NewOptimizer(cfg Config, params []*Param) *Optimizer {
 		o.Scale[i] = 1
 		if strings.HasPrefix(p.Name, "flow.") && cfg.FlowLRScale > 0 {
 			o.Scale[i] = cfg.FlowLRScale
+		}
+		if cfg.PsiWeightDecay > 0 && isPsiWeight(p.Name) {
+			if o.Decay == nil {
+				o.Decay = make([]float64, len(params))
+			}
+			o.Decay[i] = cfg.PsiWeightDecay
 		}
 		o.M[i] = make([]float64, p.Size())
 		if o.Kind == "adam" {
@@ -115,6 +124,12 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 		if i < len(o.Scale) {
 			lr = o.Scale[i]
 		}
+		if i < len(o.Decay) && o.Decay[i] > 0 {
+			// Decoupled: the shrink does not pass through the moments,
+			// and Adam's update does not depend on the weights, so
+			// shrinking first is AdamW's θ − η(u + λθ).
+			floats.Scale(1-lr*o.LR*o.Decay[i], p.Data[lo:hi])
+		}
 		if o.Kind == "adam" {
 			adamUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], o.V[i][lo:hi], scale, lr*step, o.Beta1, o.Beta2, o.Eps)
 		} else {
@@ -122,6 +137,19 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 		}
 	})
 	return norm, nil
+}
+
+// isPsiWeight reports whether the parameter called name is a weight of
+// the feature extractor ψ: a convolution's (conv0.w, resnet.….w) or an
+// MLP layer's (embed.W0).
+func isPsiWeight(name string) bool {
+	switch {
+	case strings.HasPrefix(name, "embed.W"):
+		return true
+	case strings.HasPrefix(name, "conv"), strings.HasPrefix(name, "resnet."):
+		return strings.HasSuffix(name, ".w")
+	}
+	return false
 }
 
 // optimChunk is the slice of a parameter one goroutine updates at a time.

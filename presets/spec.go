@@ -171,6 +171,7 @@ var overrides = []override{
 	{"lr_step", KindInt, "step schedule: iterations between decays", always, intField(func(c *engine.Config) *int { return &c.LRStep })},
 	{"lr_gamma", KindFloat, "step schedule: the factor of each decay", always, floatField(func(c *engine.Config) *float64 { return &c.LRGamma })},
 	{"flow_lr_scale", KindFloat, "learning-rate factor of the coupling flows", hasFlows, floatField(func(c *engine.Config) *float64 { return &c.FlowLRScale })},
+	{"psi_weight_decay", KindFloat, "decoupled weight decay of ψ's weights (AdamW's; 0 = none)", always, floatField(func(c *engine.Config) *float64 { return &c.PsiWeightDecay })},
 	{"momentum", KindFloat, "SGD momentum", always, floatField(func(c *engine.Config) *float64 { return &c.Momentum })},
 	{"optimizer", KindString, "adam or sgd", always, func(c *engine.Config, v any) { c.Optimizer = v.(string) }},
 	{"clip_norm", KindFloat, "global gradient-norm clip (0 = off)", always, floatField(func(c *engine.Config) *float64 { return &c.ClipNorm })},
