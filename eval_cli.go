@@ -91,7 +91,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	// Evaluation draws no training episodes: a model trained at a higher
 	// way or another shot (train_way, train_shot) is rebuilt at the way
 	// and shot it is tested on.
-	c.TrainWay, c.TrainShot = 0, 0
+	c.ClearTrainingShape()
 	if set["way"] {
 		c.Way = *way
 	}

@@ -215,6 +215,11 @@ func (c Config) TrainingShot() int {
 	return c.Shot
 }
 
+// ClearTrainingShape clears the settings that shape only training
+// episodes (TrainWay, TrainShot): evaluation draws none, and a model is
+// rebuilt at the way and shot it is tested on.
+func (c *Config) ClearTrainingShape() { c.TrainWay, c.TrainShot = 0, 0 }
+
 // Classify reports whether tasks are classification tasks.
 func (c Config) Classify() bool { return c.Way > 0 }
 

@@ -128,7 +128,7 @@ func (r *Runner) evalCells(ctx context.Context, pr Progress, dir string, j job, 
 		}
 		cfg := ck.Config
 		cfg.EmbedHidden = slices.Clone(cfg.EmbedHidden)
-		cfg.TrainWay, cfg.TrainShot = 0, 0 // a cell only evaluates, at its own way and shot
+		cfg.ClearTrainingShape() // a cell only evaluates, at its own way and shot
 		if cell.Way > 0 {
 			cfg.Way = cell.Way
 		}

@@ -46,7 +46,7 @@ func EvaluateRun(dir, data string, progress func(done, total int)) (res engine.E
 	if rc, err := engine.ReadRunConfig(dir); err == nil && rc.Data != "" {
 		data = rc.Data
 	}
-	ck.Config.TrainWay, ck.Config.TrainShot = 0, 0 // evaluation draws no training episodes
+	ck.Config.ClearTrainingShape()
 	srcs, err := NewSources(ck.Source, ck.Config, data)
 	if err != nil {
 		return res, note, err
