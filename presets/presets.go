@@ -195,7 +195,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		data, err := datasets.LoadOmniglot(dataDir, datasets.OmniglotOptions{})
 		if err != nil {
 			if errors.Is(err, datasets.ErrNoOmniglot) {
-				return Sources{}, fmt.Errorf("%w; point --data at the folder holding images_background.zip and images_evaluation.zip (or set MKBENCH_DATA)", err)
+				return Sources{}, fmt.Errorf("%w; point --data at the folder holding images_background.zip and images_evaluation.zip (or set MKBENCH_DATA to the folder above it, which holds omniglot/)", err)
 			}
 			return Sources{}, err
 		}
@@ -349,7 +349,7 @@ func classSources(cfg engine.Config, set func(split string) (datasets.ClassSourc
 func dataHint(err error) error {
 	for _, e := range []error{datasets.ErrNoCIFAR, datasets.ErrNoMiniImageNet, datasets.ErrNoDomainNet, datasets.ErrNoEmbeddings} {
 		if errors.Is(err, e) {
-			return fmt.Errorf("%w; point --data at your copy (see the README's data sets section) or set MKBENCH_DATA", err)
+			return fmt.Errorf("%w; point --data at your copy (see the README's data sets section) or set MKBENCH_DATA to the folder above it, which holds the data sets' folders", err)
 		}
 	}
 	return err

@@ -105,7 +105,10 @@ func TestOmniglotSourcesUseTheSplits(t *testing.T) {
 			t.Errorf("%s: %d classes, %d-way %d-shot %d queries", ep.Set().Name(), ep.Set().NumClasses(), ep.Way(), ep.Shot(), ep.Query())
 		}
 	}
-	if _, err := NewSources(p.Source, p.Config, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data") {
+	// The hint tells --data (the folder of the zips) from MKBENCH_DATA (the
+	// folder above it): a user who set MKBENCH_DATA to the zips' folder got
+	// "point … (or set MKBENCH_DATA)" and no way to see the difference.
+	if _, err := NewSources(p.Source, p.Config, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data at the folder holding images_background.zip") || !strings.Contains(err.Error(), "MKBENCH_DATA to the folder above it, which holds omniglot/") {
 		t.Fatalf("missing data: %v", err)
 	}
 }
