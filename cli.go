@@ -573,8 +573,8 @@ func progressPrinter(w io.Writer) engine.Observer {
 			return nil
 		}
 		last = time.Now()
-		fmt.Fprintf(w, "iter %6d/%d  loss %.4f  data %.4f  kl %.3f  λ %.4f  %.0f it/s  eta %s\n",
-			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, s.ItersPerSec, engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
+		fmt.Fprintf(w, "iter %6d/%d  loss %.4f  data %.4f  kl %.3f  λ %.4f  %s  eta %s\n",
+			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, engine.FormatRate(s.ItersPerSec), engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
 		return nil
 	})
 }

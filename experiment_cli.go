@@ -251,7 +251,7 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 			fmt.Fprintf(w, "%s: training\n", at)
 		case experiments.PhaseStep:
 			s := p.Snapshot
-			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec, engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
+			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, engine.FormatRate(s.ItersPerSec), engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
 		case experiments.PhaseEval:
 			fmt.Fprintf(w, "%s: evaluating at %s\n", at, p.Key.Setting())
 		case experiments.PhaseDone:

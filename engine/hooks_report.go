@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"time"
+)
 
 // Snapshot is a copy of the run's state handed to an Observer. The engine
 // throttles snapshots (RunOptions.ReportEvery); the observer owns it.
@@ -44,6 +48,25 @@ func Remaining(done, total int, perSec float64) time.Duration {
 		return maxETA
 	}
 	return time.Duration(sec * float64(time.Second))
+}
+
+// FormatRate formats a training speed with three significant figures up to
+// 100 iterations a second ("0.712 it/s", "3.05 it/s", "412 it/s"): an
+// Omniglot run's 0.7 or 1.4 iterations a second both printed "1 it/s" when
+// rounded to a whole number, which said nothing about its pace.
+func FormatRate(perSec float64) string {
+	switch {
+	case !(perSec > 0) || math.IsInf(perSec, 0):
+		return "– it/s"
+	case perSec >= 99.95:
+		return fmt.Sprintf("%.0f it/s", perSec)
+	case perSec >= 9.995:
+		return fmt.Sprintf("%.1f it/s", perSec)
+	case perSec >= 0.9995:
+		return fmt.Sprintf("%.2f it/s", perSec)
+	default:
+		return fmt.Sprintf("%.3f it/s", perSec)
+	}
 }
 
 // FormatETA formats a remaining time to the second, "–" when unknown

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -214,5 +215,21 @@ func TestRemainingNeverOverflows(t *testing.T) {
 	}
 	if Remaining(5, 5, 2) >= 0 || Remaining(0, 5, 0) >= 0 {
 		t.Fatal("nothing left or no rate must be unknown (negative)")
+	}
+}
+
+// Progress lines tell an Omniglot run's 0.7 iterations a second from its
+// 1.4 (both printed "1 it/s" when rounded to a whole number).
+func TestFormatRate(t *testing.T) {
+	for _, c := range []struct {
+		in   float64
+		want string
+	}{
+		{0.7123, "0.712 it/s"}, {1.4, "1.40 it/s"}, {0.04, "0.040 it/s"}, {9.999, "10.0 it/s"},
+		{30.46, "30.5 it/s"}, {412.3, "412 it/s"}, {0, "– it/s"}, {math.NaN(), "– it/s"}, {math.Inf(1), "– it/s"}, {-1, "– it/s"},
+	} {
+		if got := FormatRate(c.in); got != c.want {
+			t.Errorf("FormatRate(%v) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 )
 
@@ -36,7 +37,7 @@ func expProgress(t Theme, d expProgressData, w int) string {
 		l1 += " · " + d.Phase
 	}
 	if d.Iters > 0 && (d.Phase == "training" || d.Phase == "resuming") {
-		l1 += fmt.Sprintf(" · iter %s/%s · %.1f it/s · run ETA %s", count(d.Iter), count(d.Iters), d.ItPerSec, eta(d.RunETA))
+		l1 += fmt.Sprintf(" · iter %s/%s · %s · run ETA %s", count(d.Iter), count(d.Iters), engine.FormatRate(d.ItPerSec), eta(d.RunETA))
 	}
 	if d.State == "running" {
 		l1 += " · experiment ETA " + eta(d.AllETA)

@@ -44,7 +44,7 @@ func statusBar(t Theme, d statusData, w int) string {
 		pct = float64(d.Iter) / float64(d.Iters)
 	}
 	left := fmt.Sprintf(" %s │ %s │ %s/%s ", t.Bold.Render(d.Preset), strings.Join(vs, " "), count(d.Iter), count(d.Iters))
-	right := fmt.Sprintf(" %3.0f%% │ %.1f it/s │ ETA %s ", 100*pct, d.ItPerSec, eta(engine.Remaining(d.Iter, d.Iters, d.ItPerSec)))
+	right := fmt.Sprintf(" %3.0f%% │ %s │ ETA %s ", 100*pct, engine.FormatRate(d.ItPerSec), eta(engine.Remaining(d.Iter, d.Iters, d.ItPerSec)))
 	if d.State != "running" {
 		right += "│ " + t.Warn.Render(d.State) + " "
 	}

@@ -224,7 +224,7 @@ func (w *Worker) progress(u Unit) engine.Observer {
 			return nil
 		}
 		last = time.Now()
-		w.logf("%s: iter %d/%d  loss %.4f  kl %.3f  %.0f it/s  eta %s", u.Name, s.Iter, s.Iters, s.Loss, s.KL, s.ItersPerSec,
+		w.logf("%s: iter %d/%d  loss %.4f  kl %.3f  %s  eta %s", u.Name, s.Iter, s.Iters, s.Loss, s.KL, engine.FormatRate(s.ItersPerSec),
 			engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
 		return nil
 	})
