@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -344,6 +346,7 @@ func TestTooLargeIsRefused(t *testing.T) {
 // SIGTERM, and a run whose stdout is gone (the terminal's pipe closed)
 // does not die writing its progress lines.
 func TestHangupCheckpoints(t *testing.T) {
+	hangupDefault(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--preset", "sine-5shot", "--variant", "vrf", "--iters", "100000", "--out", dir)
 	var se strings.Builder
@@ -368,6 +371,54 @@ func TestHangupCheckpoints(t *testing.T) {
 	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
 	if err != nil || ck.Iter == 0 {
 		t.Fatalf("checkpoint after SIGHUP: %v", err)
+	}
+}
+
+// hangupDefault makes the commands a test starts get SIGHUP's default
+// action. A test run under nohup passes SIGHUP's "ignored" on to them, and
+// mkbench, as it should under nohup, then trains on through the SIGHUP the
+// test sends (the hangup tests ran to their 100,000 iterations and the
+// package timed out). exec resets a signal the parent handles to its
+// default in the child. The handling stays for the test process's life:
+// signal.Stop would put SIG_IGN back without signal.Ignored saying so, and
+// the next test would pass the ignoring on again.
+func hangupDefault(t *testing.T) {
+	hangupOnce.Do(func() {
+		if signal.Ignored(syscall.SIGHUP) {
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+		}
+	})
+}
+
+var hangupOnce sync.Once
+
+// Under nohup a run trains on when its terminal closes, as nohup promises;
+// Ctrl-C and SIGTERM still stop it with a checkpoint.
+func TestNohupRunTrainsThroughHangup(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup here")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	metrics := filepath.Join(dir, engine.FileMetrics)
+	cmd := exec.Command(nohup, binary, "run", "--preset", "sine-5shot", "--variant", "rbf", "--iters", "1000000", "--quiet", "--out", dir)
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitForRows(t, cmd, metrics)
+	cmd.Process.Signal(syscall.SIGHUP) // nohup has exec'd mkbench: same process
+	before := len(readAll(t, metrics))
+	time.Sleep(1500 * time.Millisecond)
+	if after := len(readAll(t, metrics)); after <= before {
+		t.Fatalf("the run stopped logging after SIGHUP under nohup (%d → %d bytes); stderr %q", before, after, se.String())
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "mkbench run --resume "+dir) {
+		t.Fatalf("SIGTERM under nohup: want exit 130 with a resume hint, got %v, %q", err, se.String())
 	}
 }
 
