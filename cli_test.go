@@ -346,7 +346,7 @@ func TestTooLargeIsRefused(t *testing.T) {
 // SIGTERM, and a run whose stdout is gone (the terminal's pipe closed)
 // does not die writing its progress lines.
 func TestHangupCheckpoints(t *testing.T) {
-	hangupDefault(t)
+	hangupDefault()
 	dir := filepath.Join(t.TempDir(), "run")
 	cmd := exec.Command(binary, "run", "--preset", "sine-5shot", "--variant", "vrf", "--iters", "100000", "--out", dir)
 	var se strings.Builder
@@ -382,7 +382,7 @@ func TestHangupCheckpoints(t *testing.T) {
 // default in the child. The handling stays for the test process's life:
 // signal.Stop would put SIG_IGN back without signal.Ignored saying so, and
 // the next test would pass the ignoring on again.
-func hangupDefault(t *testing.T) {
+func hangupDefault() {
 	hangupOnce.Do(func() {
 		if signal.Ignored(syscall.SIGHUP) {
 			signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)

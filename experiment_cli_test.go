@@ -124,7 +124,7 @@ func TestExperimentInterruptAndResume(t *testing.T) {
 
 // SIGHUP stops an experiment as Ctrl-C does: checkpoint kept, resume hint.
 func TestExperimentHangupCheckpoints(t *testing.T) {
-	hangupDefault(t)
+	hangupDefault()
 	dir := filepath.Join(t.TempDir(), "exp")
 	cmd := exec.Command(binary, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "vrf", "--iters", "1000000",
 		"--eval-tasks", "10", "--out", dir)
