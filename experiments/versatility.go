@@ -113,6 +113,13 @@ func (r *Runner) evalCells(ctx context.Context, pr Progress, dir string, j job, 
 			return err
 		}
 	}
+	if c := ck.Config; c.Classify() && (c.TrainingWay() != c.Way || c.TrainingShot() != c.Shot) {
+		// The grid's "trained" setting (†) is the one the model was
+		// validated and selected at; its training episodes were another
+		// shape, which a reader comparing with the paper must see.
+		res.noteOnce(fmt.Sprintf("`%s` was trained on %s episodes (train_way, train_shot) and validated at %s, the setting marked †",
+			j.name, WayShot(c.TrainingWay(), c.TrainingShot()), WayShot(c.Way, c.Shot)))
+	}
 	tasks := j.cfg.EvalTasks
 	var trainSec float64
 	var s engine.Summary
