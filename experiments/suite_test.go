@@ -107,11 +107,20 @@ func TestVersatilityAtTrainedShotReproducesSummary(t *testing.T) {
 		t.Errorf("rerun phases %v", phases)
 	}
 
-	// --run evaluates an existing run without training.
+	// --run evaluates an existing run without training. Its pace is the
+	// whole run's, also when the evaluated parameters are from an earlier
+	// iteration than its last: the summary now says 30 iterations in 6 s,
+	// the checkpoint is from 15.
+	s.Iters, s.TrainSeconds = 30, 6
+	if err := writeJSON(filepath.Join(dir, "runs", "metakernel-s1", engine.FileSummary), s); err != nil {
+		t.Fatal(err)
+	}
 	dir2 := t.TempDir()
 	res2 := runExperiment(t, dir2, Options{Experiment: Versatility, Preset: "sine-5shot", Shots: []int{5}, FromRun: filepath.Join(dir, "runs", "metakernel-s1")}, 15)
 	if len(res2.Points) != 1 || res2.Points[0].Mean != s.Eval.Mean || exists(filepath.Join(dir2, "runs", "metakernel-s1")) {
 		t.Errorf("--run: %+v", res2.Points)
+	} else if sr := res2.Points[0].Seeds[0]; sr.Iters != 15 || sr.TrainSeconds != 6 || sr.MsPerIter != 200 {
+		t.Errorf("--run: iters %d, %.1f s, %.1f ms an iteration; want 15, 6 s, 200 ms", sr.Iters, sr.TrainSeconds, sr.MsPerIter)
 	}
 	// A cell too large for the machine is refused before it allocates,
 	// naming the size, not killed by the kernel for its memory.

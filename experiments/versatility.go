@@ -121,12 +121,12 @@ func (r *Runner) evalCells(ctx context.Context, pr Progress, dir string, j job, 
 			j.name, WayShot(c.TrainingWay(), c.TrainingShot()), WayShot(c.Way, c.Shot)))
 	}
 	tasks := j.cfg.EvalTasks
-	var trainSec float64
+	// The pace is the whole run's: the best-validation parameters may be
+	// from an iteration before its last, and the run's time counts all.
+	trainSec, trainIters := ck.TrainSeconds, ck.Iter
 	var s engine.Summary
-	if readJSON(filepath.Join(dir, engine.FileSummary), &s) == nil {
-		trainSec = s.TrainSeconds
-	} else {
-		trainSec = ck.TrainSeconds
+	if readJSON(filepath.Join(dir, engine.FileSummary), &s) == nil && s.Iters > 0 {
+		trainSec, trainIters = s.TrainSeconds, s.Iters
 	}
 	for _, cell := range j.cells {
 		if limit > 0 && cell.Way > limit {
@@ -163,8 +163,8 @@ func (r *Runner) evalCells(ctx context.Context, pr Progress, dir string, j job, 
 			}
 			sr = SeedResult{Seed: cfg.Seed, Mean: ev.Mean, CI95: ev.CI95, Tasks: ev.Tasks, Query: ev.Query, Iters: ck.Iter,
 				TrainSeconds: trainSec, RunDir: j.name, EvalCheckpoint: which}
-			if ck.Iter > 0 {
-				sr.MsPerIter = 1000 * trainSec / float64(ck.Iter)
+			if trainIters > 0 {
+				sr.MsPerIter = 1000 * trainSec / float64(trainIters)
 			}
 			evals[key] = sr
 			if err := runfile.Append(filepath.Join(r.Dir, FileEvals), evalRow{Key: key, Result: sr}, runfile.Shared); err != nil {
