@@ -333,3 +333,51 @@ func TestSummaryBestValIsTheBest(t *testing.T) {
 	}
 	t.Fatal("in no seed was the final validation worse than an earlier one: pick other settings")
 }
+
+// gamma_init sets where γ starts and nothing else: every other parameter
+// is the same draw, an unset gamma_init is the authors' γ = 1 and leaves
+// config.json as it was; a bad value, or one on a regression task, is an
+// error naming the key.
+func TestGammaInit(t *testing.T) {
+	build := func(g float64) *Model {
+		cfg := classConfig("metakernel", 0.9)
+		cfg.GammaInit = g
+		m, err := NewModel(cfg, blobs{way: 3, side: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		return m
+	}
+	ref, scaled := build(0), build(8)
+	if g := ref.Params.byName["gamma"].Data[0]; g != 1 {
+		t.Errorf("gamma_init unset: γ starts at %v, want 1", g)
+	}
+	if g := scaled.Params.byName["gamma"].Data[0]; g != 8 {
+		t.Errorf("gamma_init 8: γ starts at %v, want 8", g)
+	}
+	for i, p := range ref.Params.List {
+		if p.Name != "gamma" && !slices.Equal(p.Data, scaled.Params.List[i].Data) {
+			t.Errorf("gamma_init changed %s", p.Name)
+		}
+	}
+	js, err := json.Marshal(classConfig("metakernel", 0.9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(js), "gamma_init") {
+		t.Errorf("an unset gamma_init is written: %s", js)
+	}
+	for _, g := range []float64{-1, math.NaN(), math.Inf(1), 2e4} {
+		c := classConfig("metakernel", 0.9)
+		c.GammaInit = g
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "gamma_init") {
+			t.Errorf("gamma_init %v: %v", g, err)
+		}
+	}
+	c := sineConfig("metakernel")
+	c.GammaInit = 5
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "gamma_init") {
+		t.Errorf("gamma_init on a regression task: %v", err)
+	}
+}

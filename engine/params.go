@@ -134,7 +134,7 @@ func newParams(cfg Config, inDim, outDim int, rng *rand.Rand) *Params {
 	}
 	ps.add("loglambda", 1).Data[0] = math.Log(cfg.LambdaInit)
 	if cfg.Classify() {
-		ps.add("gamma", 1).Data[0] = 1
+		ps.add("gamma", 1).Data[0] = cfg.InitialGamma()
 		ps.add("beta", 1)
 	}
 	if cfg.Kernel != KernelVRF {

@@ -176,6 +176,7 @@ var overrides = []override{
 	{"optimizer", KindString, "adam or sgd", always, func(c *engine.Config, v any) { c.Optimizer = v.(string) }},
 	{"clip_norm", KindFloat, "global gradient-norm clip (0 = off)", always, floatField(func(c *engine.Config) *float64 { return &c.ClipNorm })},
 	{"kl_weight", KindFloat, "weight of the KL term", always, floatField(func(c *engine.Config) *float64 { return &c.KLWeight })},
+	{"gamma_init", KindFloat, "initial scale γ of the classification logits (γ·K̃ᵀα + β; the authors' 1)", classifies, floatField(func(c *engine.Config) *float64 { return &c.GammaInit })},
 	{"lambda_init", KindFloat, "initial KRR regularizer λ", always, floatField(func(c *engine.Config) *float64 { return &c.LambdaInit })},
 	{"meta_batch", KindInt, "tasks per iteration", always, intField(func(c *engine.Config) *int { return &c.MetaBatch })},
 	{"way", KindInt, "classes per task (variable episodes: the most)", classifies, intField(func(c *engine.Config) *int { return &c.Way })},

@@ -70,11 +70,11 @@ func TestSpecVariantsAndOverrides(t *testing.T) {
 	if d.Iters != p.Config.Iters || d.Seed != p.Config.Seed {
 		t.Fatal("no overrides must give the preset's settings")
 	}
-	_, o, err := Spec{Preset: "omniglot-5w1s", Overrides: Overrides{"conv_keep": 0.8, "conv_filters": 32, "train_shot": 5, "psi_weight_decay": 0.01}}.Config()
+	_, o, err := Spec{Preset: "omniglot-5w1s", Overrides: Overrides{"conv_keep": 0.8, "conv_filters": 32, "train_shot": 5, "psi_weight_decay": 0.01, "gamma_init": 10}}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Conv.Keep != 0.8 || o.Conv.Filters != 32 || o.TrainShot != 5 || o.TrainingShot() != 5 || o.Shot != 1 || o.PsiWeightDecay != 0.01 {
+	if o.Conv.Keep != 0.8 || o.Conv.Filters != 32 || o.TrainShot != 5 || o.TrainingShot() != 5 || o.Shot != 1 || o.PsiWeightDecay != 0.01 || o.InitialGamma() != 10 {
 		t.Errorf("omniglot overrides not applied: conv %+v, train_shot %d, shot %d", *o.Conv, o.TrainShot, o.Shot)
 	}
 	if g, _ := Get("omniglot-5w1s"); g.Config.Conv.Keep != 0.9 || g.Config.Conv.Filters != 64 {
