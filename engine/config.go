@@ -106,8 +106,8 @@ type Config struct {
 	// γ·K̃ᵀα + β, starts (0 means 1, the authors' value). The kernel
 	// scores K̃ᵀα lie near [0, 1], so γ alone sets the softmax's
 	// temperature, and Adam moves it by about lr a step: from 1 the
-	// shipped Omniglot models' γ climbed at nearly that rate for their
-	// whole runs (3.6–4.1 after 4,000–5,500 iterations at lr 1e-3).
+	// first shipped Omniglot models' γ climbed at nearly that rate for
+	// their whole runs (3.6–4.1 after 4,000–5,500 iterations at lr 1e-3).
 	GammaInit float64 `json:"gamma_init,omitempty"`
 
 	Optimizer string  `json:"optimizer"` // "adam" or "sgd" (with momentum)
