@@ -33,12 +33,6 @@ func TestMemoryStaysFlat(t *testing.T) {
 	defer m.Close()
 	opt := NewOptimizer(cfg, m.Params.List)
 	var grads [][]float64
-	heap := func() float64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return float64(ms.HeapAlloc) / (1 << 20)
-	}
 	var first, peak float64
 	every := max(steps/10, 1)
 	for i := 0; i < steps; i++ {
@@ -46,7 +40,7 @@ func TestMemoryStaysFlat(t *testing.T) {
 			t.Fatal(err)
 		}
 		if (i+1)%every == 0 {
-			h := heap()
+			h := liveHeapMiB()
 			if first == 0 {
 				first = h
 			}
@@ -70,27 +64,6 @@ func TestMemoryStaysFlat(t *testing.T) {
 // its baseline, so that what the first model of a kind leaves for all
 // later ones (pools, once-built tables) is not counted as growth.
 func TestDroppedModelsAreFreed(t *testing.T) {
-	// A dropped model is freed a few collections late, not at the first:
-	// a kernel's cleanup (ops.newTeam) must run and its parked helper
-	// goroutines exit before what they held can go, and both happen on
-	// other goroutines after a collection. So collect, let them run, and
-	// repeat until the heap stops shrinking (two fixed collections once
-	// measured the last model still alive, 4.0 MiB on CI).
-	heap := func() float64 {
-		var ms runtime.MemStats
-		last := math.Inf(1)
-		for range 50 {
-			runtime.GC()
-			time.Sleep(2 * time.Millisecond)
-			runtime.ReadMemStats(&ms)
-			h := float64(ms.HeapAlloc) / (1 << 20)
-			if h >= last {
-				break
-			}
-			last = h
-		}
-		return last
-	}
 	type dropped struct {
 		model  weak.Pointer[Model]
 		graphs []weak.Pointer[graph]
@@ -124,12 +97,12 @@ func TestDroppedModelsAreFreed(t *testing.T) {
 	for _, v := range variants[:2] {
 		train(v)
 	}
-	base := heap()
+	base := liveHeapMiB()
 	var all []dropped
 	for _, v := range variants {
 		all = append(all, train(v))
 	}
-	grown := heap() - base
+	grown := liveHeapMiB() - base
 	for i, d := range all {
 		if d.model.Value() != nil {
 			t.Errorf("dropped model %d (%s) was not freed", i, variants[i])
@@ -143,4 +116,27 @@ func TestDroppedModelsAreFreed(t *testing.T) {
 	if grown > 4 {
 		t.Fatalf("live heap grew by %.1f MiB over three dropped models", grown)
 	}
+}
+
+// liveHeapMiB is the live heap in MiB once the collector has settled. A
+// dropped model is freed a few collections late, not at the first: a
+// kernel's cleanup (ops.newTeam) must run and its parked helper goroutines
+// exit before what they held can go, and both happen on other goroutines
+// after a collection. So it collects, lets them run, and repeats until the
+// heap stops shrinking (two fixed collections once measured the last of
+// three dropped models still alive, 4.0 MiB on CI).
+func liveHeapMiB() float64 {
+	var ms runtime.MemStats
+	last := math.Inf(1)
+	for range 50 {
+		runtime.GC()
+		time.Sleep(2 * time.Millisecond)
+		runtime.ReadMemStats(&ms)
+		h := float64(ms.HeapAlloc) / (1 << 20)
+		if h >= last {
+			break
+		}
+		last = h
+	}
+	return last
 }
