@@ -216,10 +216,24 @@ func (l *Loop) train(ctx context.Context) Ending {
 		}
 		l.Iter++
 		l.Last = st
+		// A stop (Interrupt) from one hook still lets this step's later
+		// hooks keep its records: the step is done, its checkpoint will say
+		// so, and a resume starts after it (an observer stopping a run at a
+		// snapshot iteration once lost that iteration's ω histograms). A
+		// failure ends the step at once, and is what the loop reports.
+		var stop error
 		for _, h := range l.after {
 			if err := h(l, st); err != nil {
-				return ending(err)
+				if !ending(err).Interrupted {
+					return ending(err)
+				}
+				if stop == nil {
+					stop = err
+				}
 			}
+		}
+		if stop != nil {
+			return ending(stop)
 		}
 	}
 	return Ending{Finished: true}

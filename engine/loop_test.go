@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -231,5 +232,43 @@ func TestFormatRate(t *testing.T) {
 		if got := FormatRate(c.in); got != c.want {
 			t.Errorf("FormatRate(%v) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// A stop from one step hook lets the step's later hooks run (they keep its
+// records: a run stopped by its observer at a snapshot iteration once lost
+// that iteration's ω histograms); a failure ends the step at once.
+func TestLoopStopFinishesTheStep(t *testing.T) {
+	var ran []string
+	hook := func(name string, err error) StepHook {
+		return func(l *Loop, _ StepStats) error {
+			ran = append(ran, fmt.Sprintf("%s@%d", name, l.Iter))
+			if l.Iter == 3 {
+				return err
+			}
+			return nil
+		}
+	}
+	stop := errors.New("stop")
+	l := NewLoop(0, 10, 0, countingStep)
+	l.OnStep(hook("obs", Interrupt(stop)))
+	l.OnStep(hook("events", nil))
+	if err := l.Run(context.Background()); !errors.Is(err, stop) {
+		t.Fatalf("Run: %v, want the stop", err)
+	}
+	if got := strings.Join(ran, " "); got != "obs@1 events@1 obs@2 events@2 obs@3 events@3" {
+		t.Errorf("hooks ran %q: the stopped step's later hook must run, and no step after it", got)
+	}
+
+	ran, fail := nil, errors.New("disk full")
+	l = NewLoop(0, 10, 0, countingStep)
+	l.OnStep(hook("obs", Interrupt(stop)))
+	l.OnStep(hook("log", fail))
+	l.OnStep(hook("events", nil))
+	if err := l.Run(context.Background()); !errors.Is(err, fail) {
+		t.Fatalf("Run: %v, want the failure after the stop", err)
+	}
+	if got := strings.Join(ran, " "); got != "obs@1 log@1 events@1 obs@2 log@2 events@2 obs@3 log@3" {
+		t.Errorf("hooks ran %q: a failure ends the step at once", got)
 	}
 }
