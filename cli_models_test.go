@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,8 +12,10 @@ import (
 )
 
 // A run's model exported into a folder of models is listed, evaluates
-// to its recorded test result with no run directory, at another way too;
-// a damaged or missing model and an oversized one are each one error.
+// to its recorded test result with no run directory, at another way too,
+// and runs the versatility experiment (an earlier copy of it under the
+// runs root moved aside); a damaged or missing model and an oversized
+// one are each one error.
 func TestModelsExportListEval(t *testing.T) {
 	root := t.TempDir()
 	run, lib := filepath.Join(root, "run"), filepath.Join(root, "models")
@@ -72,6 +75,23 @@ func TestModelsExportListEval(t *testing.T) {
 	}
 	if csv := string(readAll(t, filepath.Join(exp, "results.csv"))); strings.Count(csv, "\n") < 3 {
 		t.Errorf("results.csv: %s", csv)
+	}
+	// A newer mkbench ships the model retrained: the copy an earlier one
+	// wrote under the runs root is moved aside (and said so), not refused.
+	runs := filepath.Join(root, "runs")
+	earlier := filepath.Join(runs, "models", "tiny")
+	os.MkdirAll(earlier, 0o755)
+	os.WriteFile(filepath.Join(earlier, "model.mkbm"), []byte("an earlier tiny"), 0o644)
+	cmd := exec.Command(binary, "experiment", "versatility", "--model", "tiny", "--models-dir", lib, "--ways", "5", "--shots", "1",
+		"--eval-tasks", "2", "--out", filepath.Join(root, "vers2"), "--quiet")
+	cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+runs)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), "held an earlier model tiny: moved to "+earlier+".replaced-") {
+		t.Errorf("versatility over an earlier copy of the model (%v): %s", err, stderr.String())
+	}
+	if aside, _ := filepath.Glob(earlier + ".replaced-*"); len(aside) != 1 || string(readAll(t, filepath.Join(aside[0], "model.mkbm"))) != "an earlier tiny" {
+		t.Errorf("the earlier copy was not kept aside: %v", aside)
 	}
 	if _, e, code := mkbench(t, "experiment", "ablation", "--model", "tiny", "--models-dir", lib, "--out", filepath.Join(root, "x")); code == 0 || !strings.Contains(e, "versatility") {
 		t.Errorf("--model on ablation (exit %d): %s", code, e)

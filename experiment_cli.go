@@ -127,8 +127,12 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 			// runs, which the experiment then reads like --run's.
 			lib := library(*modelsDir)
 			runDir := models.RunDir(presets.RunsRoot(), *model)
-			if err := lib.Materialize(*model, runDir); err != nil {
+			aside, err := lib.Materialize(*model, runDir)
+			if err != nil {
 				return fail(stderr, fmt.Errorf("experiment: %w", err))
+			}
+			if aside != "" {
+				fmt.Fprintf(stderr, "experiment: %s held an earlier model %s: moved to %s\n", runDir, *model, aside)
 			}
 			*fromRun = runDir
 			if *preset == "" {

@@ -196,8 +196,10 @@ func (f *expForm) options() (experiments.Options, error) {
 	o := experiments.Options{Experiment: f.kindName(), Preset: f.presetOf().Name}
 	if m, ok := f.chosenModel(); ok {
 		if m.Shipped {
-			// Written once; a folder holding this model is kept as it is.
-			if err := f.lib.Materialize(m.Name, m.Dir); err != nil {
+			// Written once; a folder holding this model is kept as it is
+			// (and one holding an earlier model moved aside: its path is
+			// not needed here, the experiment reads the model's).
+			if _, err := f.lib.Materialize(m.Name, m.Dir); err != nil {
 				return o, err
 			}
 		}

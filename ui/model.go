@@ -414,7 +414,8 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 }
 
 // openModel writes shipped model name as a run directory under the runs
-// root (kept as it is when it holds the model already) and opens it.
+// root (kept as it is when it holds the model already; an earlier model
+// there is moved aside, which the opened run's note says) and opens it.
 func (m Model) openModel(name string) tea.Cmd {
 	lib, _ := m.opts.models()
 	root := m.opts.Root
@@ -424,10 +425,21 @@ func (m Model) openModel(name string) tea.Cmd {
 	dir := models.RunDir(root, name)
 	data := m.opts.Data
 	return func() tea.Msg {
-		if err := lib.Materialize(name, dir); err != nil {
+		aside, err := lib.Materialize(name, dir)
+		if err != nil {
 			return runOpenedMsg{err: err}
 		}
-		return openRunCmd(dir, name, data)()
+		msg := openRunCmd(dir, name, data)().(runOpenedMsg)
+		if aside != "" {
+			// Short, and the sibling's name only: the message line is one
+			// row, after the run's folder.
+			moved := "earlier model moved to " + filepath.Base(aside)
+			if msg.run.Note != "" {
+				moved = msg.run.Note + "; " + moved
+			}
+			msg.run.Note = moved
+		}
+		return msg
 	}
 }
 

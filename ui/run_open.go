@@ -25,7 +25,8 @@ type openedRun struct {
 	Run    *session.Run
 	Update session.Update
 	// Note says what could not be shown (the ω panes need the run's
-	// data set to draw a task), "" when everything could.
+	// data set to draw a task) or that an earlier model in Dir was moved
+	// aside; "" when neither.
 	Note string
 }
 

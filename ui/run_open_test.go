@@ -101,12 +101,16 @@ func TestOpenRun(t *testing.T) {
 }
 
 // The picker lists the shipped models after the presets; enter opens
-// one on its curves and ω panes, and X there sets up the versatility
-// experiment on it, with no training.
+// one on its curves and ω panes (an earlier version of it under the runs
+// root moved aside, which its message line says), and X there sets up
+// the versatility experiment on it, with no training.
 func TestPickerOpensShippedModel(t *testing.T) {
 	dir := t.TempDir()
 	_, lib := tinyModel(t, dir)
 	root := filepath.Join(dir, "runs")
+	earlier := models.RunDir(root, "sine-tiny")
+	os.MkdirAll(earlier, 0o755)
+	os.WriteFile(filepath.Join(earlier, models.FileModel), []byte("an earlier sine-tiny"), 0o644)
 	tm := teatest.NewTestModel(t, New(Options{Root: root, Seed: -1, Renderer: testTheme().r, Models: &lib}), teatest.WithInitialTermSize(140, 40))
 	scr := &termScreen{t: t, out: tm.Output()}
 	scr.waitFor(`Presets`)
@@ -114,11 +118,18 @@ func TestPickerOpensShippedModel(t *testing.T) {
 	scr.waitFor(`sine-tiny · trained model`)
 	scr.waitFor(`enter opens it`)
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	scr.waitFor(`model sine-tiny · esc back`)
 	scr.waitFor(`after each flow step`)
-	if _, err := os.Stat(filepath.Join(models.RunDir(root, "sine-tiny"), models.FileModel)); err != nil {
+	if _, err := os.Stat(filepath.Join(models.RunDir(root, "sine-tiny"), engine.FileBest)); err != nil {
 		t.Errorf("the model was not written under the runs root: %v", err)
 	}
+	aside, _ := filepath.Glob(earlier + ".replaced-*")
+	if len(aside) != 1 {
+		t.Fatalf("moved aside: %v", aside)
+	}
+	if b, _ := os.ReadFile(filepath.Join(aside[0], models.FileModel)); string(b) != "an earlier sine-tiny" {
+		t.Errorf("the earlier model was not kept: %q", b)
+	}
+	scr.waitFor(`earlier model moved to sine-tiny\.replaced-\d{8}T\d{6}Z`)
 	tm.Send(keys("X"))
 	scr.waitFor(`Model\s+‹ sine-tiny ›`)
 	scr.waitFor(`the model sine-tiny, evaluated on \d+ cells`)

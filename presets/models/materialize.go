@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,33 +18,40 @@ import (
 // model's recorded test result, and its curves. Whatever reads run
 // directories (the versatility experiment, the workbench) then reads the
 // model. A dir already holding this model (the same model.mkbm) is kept
-// as it is; one holding anything else is refused.
-func (l Library) Materialize(name, dir string) error {
+// as it is. A dir holding another model — an earlier version of it, which
+// a newer mkbench ships retrained, or another library's model of the same
+// name — is moved aside to a free sibling DIR.replaced-TIME (TIME: when
+// it was written), whose path aside returns, so the model asked for opens
+// and nothing written before is lost. A non-empty dir holding no model is
+// refused.
+func (l Library) Materialize(name, dir string) (aside string, err error) {
 	ck, info, err := l.Open(name)
 	if err != nil {
-		return err
+		return "", err
 	}
 	data, err := fs.ReadFile(l.fsys, path.Join(name, FileModel))
 	if err != nil {
-		return err
+		return "", err
 	}
 	mark := filepath.Join(dir, FileModel)
 	if old, err := os.ReadFile(mark); err == nil {
 		if bytes.Equal(old, data) {
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("models: %s holds another model; remove it or choose another folder", dir)
+		if aside, err = moveAside(dir, mark); err != nil {
+			return "", err
+		}
 	} else if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-		return fmt.Errorf("models: %s is not empty and holds no model; remove it or choose another folder", dir)
+		return "", fmt.Errorf("models: %s is not empty and holds no model; remove it or choose another folder", dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return aside, err
 	}
 	if err := ck.Save(filepath.Join(dir, engine.FileBest)); err != nil {
-		return err
+		return aside, err
 	}
 	if err := runfile.WriteJSON(filepath.Join(dir, engine.FileConfig), engine.RunConfig{Preset: ck.Preset, Source: ck.Source, Config: ck.Config}, 0o644); err != nil {
-		return err
+		return aside, err
 	}
 	test := info.Test
 	sum := engine.Summary{Preset: ck.Preset, Variant: ck.Config.Variant(), Source: ck.Source, Seed: ck.Config.Seed, Iters: info.Iters,
@@ -53,21 +61,42 @@ func (l Library) Materialize(name, dir string) error {
 		sum.MsPerIter = 1000 * info.TrainSeconds / float64(info.Iters)
 	}
 	if err := runfile.WriteJSON(filepath.Join(dir, engine.FileSummary), sum, 0o644); err != nil {
-		return err
+		return aside, err
 	}
 	metrics, val, err := l.Curves(name)
 	if err != nil {
-		return err
+		return aside, err
 	}
 	for f, b := range map[string][]byte{engine.FileMetrics: metrics, engine.FileVal: val} {
 		if b != nil {
 			if err := runfile.WriteAtomic(filepath.Join(dir, f), b, 0o644); err != nil {
-				return err
+				return aside, err
 			}
 		}
 	}
 	// Last: the mark that dir holds this model.
-	return runfile.WriteAtomic(mark, data, 0o644)
+	return aside, runfile.WriteAtomic(mark, data, 0o644)
+}
+
+// moveAside renames dir, which holds another model (its mark), to the
+// first free DIR.replaced-TIME[-N], TIME the mark's modification time.
+func moveAside(dir, mark string) (string, error) {
+	st, err := os.Stat(mark)
+	if err != nil {
+		return "", err
+	}
+	base := dir + ".replaced-" + st.ModTime().UTC().Format("20060102T150405Z")
+	to := base
+	for n := 2; ; n++ {
+		if _, err := os.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		to = fmt.Sprintf("%s-%d", base, n)
+	}
+	if err := os.Rename(dir, to); err != nil {
+		return "", fmt.Errorf("models: %s holds another model and could not be moved aside (%w); remove it or choose another folder", dir, err)
+	}
+	return to, nil
 }
 
 // RunDir is where model name is materialized under runs root root: the
