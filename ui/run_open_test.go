@@ -136,6 +136,15 @@ func TestPickerOpensShippedModel(t *testing.T) {
 	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
 	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
 	scr.waitFor(`Presets`)
+	// Opened again, the folder holds the model: kept, nothing moved, and
+	// the message line is the usual one.
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnd})
+	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+	scr.waitFor(`model sine-tiny · esc back`)
+	if again, _ := filepath.Glob(earlier + ".replaced-*"); len(again) != 1 {
+		t.Errorf("opened again, moved aside: %v", again)
+	}
+	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
 	tm.Send(keys("q"))
 	tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 }
