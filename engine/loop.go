@@ -224,8 +224,8 @@ func (l *Loop) train(ctx context.Context) Ending {
 		var stop error
 		for _, h := range l.after {
 			if err := h(l, st); err != nil {
-				if !ending(err).Interrupted {
-					return ending(err)
+				if e := ending(err); !e.Interrupted {
+					return e
 				}
 				if stop == nil {
 					stop = err
