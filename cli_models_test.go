@@ -64,6 +64,28 @@ func TestModelsExportListEval(t *testing.T) {
 	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--samples", "3", "--json"); code != 0 || !strings.Contains(out, `"samples": 3`) {
 		t.Errorf("eval --samples 3 (exit %d): %s%s", code, out, e)
 	}
+	// --bases draws another number of bases per task: the run's own D
+	// gives its number, one basis another.
+	evalMean := func(args ...string) string {
+		out, e, code := mkbench(t, append([]string{"eval", "--model", "tiny", "--models-dir", lib, "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("eval %v (exit %d): %s%s", args, code, out, e)
+		}
+		i := strings.Index(out, `"mean"`)
+		if i < 0 {
+			t.Fatalf("eval %v: no mean in %s", args, out)
+		}
+		return strings.SplitN(out[i:], ",", 2)[0]
+	}
+	if d, same, one := evalMean(), evalMean("--bases", "32"), evalMean("--bases", "1"); same != d || one == d {
+		t.Errorf("eval --bases: %s with the run's 32 bases, %s with 32, %s with 1", d, same, one)
+	}
+	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--bases", "8", "--eval-tasks", "2"); code != 0 || !strings.Contains(out, "with 8 bases drawn per task") {
+		t.Errorf("eval --bases 8 (exit %d): %s%s", code, out, e)
+	}
+	if _, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--bases", "0"); code == 0 || !strings.Contains(e, "--bases must be positive") {
+		t.Errorf("eval --bases 0 (exit %d): %s", code, e)
+	}
 
 	// The versatility experiment on the model, with no run directory: the
 	// model becomes a run directory under the runs root, read like --run's.

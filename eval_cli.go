@@ -35,6 +35,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	shot := fs.Int("shot", 0, "classification: support examples per class (default: as trained)")
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
 	samples := fs.Int("samples", 0, "ω draws averaged per prediction (the posterior predictive; default: the run's eval_samples)")
+	bases := fs.Int("bases", 0, "random Fourier bases D drawn per task at evaluation (default: the run's bases, as trained); no parameter depends on D, so more bases estimate the same kernel with less noise")
 	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
 	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
 	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
@@ -48,7 +49,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if set["models-dir"] && *model == "" {
 		return fail(stderr, errors.New("eval: --models-dir applies to --model NAME"))
 	}
-	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query", "samples"); err != nil {
+	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query", "samples", "bases"); err != nil {
 		return fail(stderr, err)
 	}
 	var ck *engine.Checkpoint
@@ -100,6 +101,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	if set["samples"] {
 		c.EvalSamples = *samples
+	}
+	if set["bases"] {
+		c.Bases = *bases
 	}
 	if set["query"] {
 		// The training source is built too (the model is rebuilt on it),
@@ -162,11 +166,14 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		return 0
 	}
 	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d, %s checkpoint)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter, which)
+	if set["bases"] {
+		fmt.Fprintf(stdout, "with %d bases drawn per task\n", c.Bases)
+	}
 	if *folder != "" {
 		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
 		return 0
 	}
-	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"]
+	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"] && !set["bases"]
 	if shipped != nil {
 		if same && shipped.Test.Tasks == res.Tasks {
 			if shipped.Test.Mean == res.Mean {
