@@ -137,6 +137,9 @@
 // class without replacement (query 15 by default, at training and test time
 // alike), labels in random order, one-hot targets, rows class-major. Tasks
 // depend on the rng alone, which every source consumes in a fixed order.
+// Shifted wraps any of them (a training source, for augment_shift): each
+// image moved by its own random offset drawn after the episode, so the
+// episodes' classes and images stay the unwrapped source's.
 //
 // # Errors
 //

@@ -159,6 +159,14 @@ type Config struct {
 	// 1-shot Omniglot models trained on 5-shot episodes). The parameters
 	// do not depend on the shot.
 	TrainShot int `json:"train_shot,omitempty"`
+	// AugmentShift, when set, shifts every image of a training episode by
+	// up to this many pixels in each direction, each image by its own
+	// uniform (dx, dy), the pixels it uncovers zero: the classes stay,
+	// the strokes move. The shifts are drawn after the episode from its
+	// iteration's task stream, so the episodes' classes and images are
+	// the unshifted run's. Validation and test images are never shifted.
+	// 0: none (the paper's).
+	AugmentShift int `json:"augment_shift,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -437,6 +445,9 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("lr_schedule %q is not one of constant, cosine, step", c.LRSchedule))
 	}
+	if err := c.validateAugment(); err != nil {
+		errs = append(errs, err)
+	}
 	if !(c.PsiWeightDecay >= 0 && c.PsiWeightDecay*c.LR < 1) {
 		errs = append(errs, fmt.Errorf("psi_weight_decay must be ≥ 0 and below 1/lr (a step must not flip ψ's weights), got %g", c.PsiWeightDecay))
 	}
@@ -453,6 +464,30 @@ func (c Config) Validate() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("engine: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// validateAugment checks that AugmentShift can move this run's images.
+func (c *Config) validateAugment() error {
+	k := c.AugmentShift
+	if k == 0 {
+		return nil
+	}
+	if k < 0 {
+		return fmt.Errorf("augment_shift must be ≥ 0 pixels, got %d", k)
+	}
+	var h, w int
+	switch {
+	case c.Conv != nil:
+		h, w = c.Conv.Height, c.Conv.Width
+	case c.ResNet != nil:
+		h, w = c.ResNet.Height, c.ResNet.Width
+	default:
+		return errors.New("augment_shift shifts images, and this run's ψ reads feature vectors, not images: leave it out")
+	}
+	if k >= min(h, w) {
+		return fmt.Errorf("augment_shift %d would shift a %d×%d image out of its frame: give at most %d", k, h, w, min(h, w)-1)
 	}
 	return nil
 }

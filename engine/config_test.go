@@ -22,6 +22,22 @@ func TestConfigWayOneIsInvalid(t *testing.T) {
 	}
 }
 
+// augment_shift needs images to shift, and no more than fits their frame.
+func TestConfigAugmentShift(t *testing.T) {
+	c := sineConfig("metakernel")
+	c.AugmentShift = 2
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "augment_shift shifts images") {
+		t.Errorf("on an MLP ψ: %v", err)
+	}
+	c = omniglotLikeConfig()
+	for k, want := range map[int]string{-1: "augment_shift must be ≥ 0", 28: "give at most 27", 27: "", 2: "", 0: ""} {
+		c.AugmentShift = k
+		if err := c.Validate(); (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("augment_shift %d: %v, want %q", k, err, want)
+		}
+	}
+}
+
 // The estimate grows with every size, does not overflow, and sees the
 // issue's bases=100000000 as far beyond any machine.
 func TestMemoryEstimate(t *testing.T) {

@@ -180,8 +180,25 @@ type Sources struct {
 // NewSources returns the sources of the task family name for a run with
 // cfg. Omniglot reads dataDir ("" = datasets.DefaultOmniglotDir()) and
 // draws training tasks from the Vinyals train split, validation tasks
-// from val and test tasks from test, cfg.Way-way cfg.Shot-shot.
+// from val and test tasks from test, cfg.Way-way cfg.Shot-shot. With
+// cfg.AugmentShift the training source's images are shifted (and only
+// its: validation and test see the images as they are).
 func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error) {
+	s, err := newSources(name, cfg, dataDir)
+	if err != nil || cfg.AugmentShift == 0 {
+		return s, err
+	}
+	ch, h, w, ok := ImageInput(cfg)
+	if !ok {
+		return Sources{}, fmt.Errorf("augment_shift shifts images, and %s runs read feature vectors: leave it out", name)
+	}
+	if s.Train, err = datasets.Shifted(s.Train, h, w, ch, cfg.AugmentShift); err != nil {
+		return Sources{}, fmt.Errorf("augment_shift: %w", err)
+	}
+	return s, nil
+}
+
+func newSources(name string, cfg engine.Config, dataDir string) (Sources, error) {
 	if (len(cfg.Sources) > 0 || len(cfg.TestSources) > 0) && name != "metadataset" && name != "mdembed" {
 		return Sources{}, fmt.Errorf("the sources and test_sources settings apply to the Meta-Dataset presets, not to %s", name)
 	}

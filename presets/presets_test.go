@@ -1,7 +1,9 @@
 package presets
 
 import (
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,6 +112,58 @@ func TestOmniglotSourcesUseTheSplits(t *testing.T) {
 	// "point … (or set MKBENCH_DATA)" and no way to see the difference.
 	if _, err := NewSources(p.Source, p.Config, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data at the folder holding images_background.zip") || !strings.Contains(err.Error(), "MKBENCH_DATA to the folder above it, which holds omniglot/") {
 		t.Fatalf("missing data: %v", err)
+	}
+}
+
+// augment_shift shifts the training episodes' images and no others: the
+// validation and test episodes are the unshifted run's to the byte, the
+// training episodes have its labels and, image by image, moved strokes
+// with the ink that stays in the frame.
+func TestAugmentShiftMovesOnlyTrainingImages(t *testing.T) {
+	p, _ := Get("omniglot-5w1s")
+	plain, err := NewSources(p.Source, p.Config, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	c.AugmentShift = 2
+	aug, err := NewSources(p.Source, c, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	draw := func(src task.Source) task.Batch {
+		var b task.Batch
+		b.Resize(2, c.Way*c.Shot, c.Way*c.Query, src.InDim(), src.OutDim())
+		src.Sample(rand.New(rand.NewPCG(11, 12)), &b)
+		return b
+	}
+	for _, pair := range [][2]task.Source{{plain.Val, aug.Val}, {plain.Test, aug.Test}} {
+		a, b := draw(pair[0]), draw(pair[1])
+		if !slices.Equal(a.XS, b.XS) || !slices.Equal(a.XQ, b.XQ) {
+			t.Error("augment_shift changed validation or test images")
+		}
+	}
+	a, b := draw(plain.Train), draw(aug.Train)
+	if !slices.Equal(a.YS, b.YS) || !slices.Equal(a.YQ, b.YQ) {
+		t.Error("augment_shift changed the training labels")
+	}
+	changed := 0
+	for r := 0; r < len(a.XQ); r += 784 {
+		x, y := a.XQ[r:r+784], b.XQ[r:r+784]
+		if !slices.Equal(x, y) {
+			changed++
+		}
+		var inkX, inkY float64
+		for i := range x {
+			inkX += x[i]
+			inkY += y[i]
+		}
+		if inkY > inkX+1e-9 {
+			t.Fatalf("query image %d gained ink when shifted: %v → %v", r/784, inkX, inkY)
+		}
+	}
+	if changed < len(a.XQ)/784/2 {
+		t.Errorf("only %d of %d training query images moved", changed, len(a.XQ)/784)
 	}
 }
 

@@ -184,6 +184,7 @@ var overrides = []override{
 	{"train_way", KindInt, "classes per training episode, above way (validation and test keep way)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainWay })},
 	{"train_shot", KindInt, "support images per class of a training episode (validation and test keep shot)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainShot })},
 	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"augment_shift", KindInt, "training images shifted by up to this many pixels in each direction, each its own shift (0 = none, the paper's); validation and test images never", usesImages, intField(func(c *engine.Config) *int { return &c.AugmentShift })},
 	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
 	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
 	{"flow_hidden", KindInt, "width of each coupling network", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},

@@ -105,6 +105,9 @@ func TestSpecErrorsNameTheProblem(t *testing.T) {
 		{Spec{Preset: "sine-5shot", Overrides: Overrides{"embed_hidden": []any{8, "x"}}}, "embed_hidden: want a whole number", nil},
 		{Spec{Preset: "sine-5shot", Overrides: Overrides{"iters": 0}}, "iters", nil},
 		{Spec{Preset: "sine-5shot", Overrides: Overrides{"optimizer": "rmsprop"}}, "optimizer", nil},
+		{Spec{Preset: "sine-5shot", Overrides: Overrides{"augment_shift": 2}}, `"augment_shift"`, ErrUnusedKey},
+		{Spec{Preset: "omniglot-5w1s", Overrides: Overrides{"augment_shift": -1}}, "augment_shift must be ≥ 0 pixels", nil},
+		{Spec{Preset: "omniglot-5w1s", Overrides: Overrides{"augment_shift": 28}}, "augment_shift 28 would shift a 28×28 image out of its frame: give at most 27", nil},
 	}
 	for _, tc := range cases {
 		_, _, err := tc.spec.Config()

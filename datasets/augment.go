@@ -1,0 +1,95 @@
+package datasets
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/mkbench/mkbench/engine/task"
+)
+
+// Shift augmentation of training episodes (engine.Config.AugmentShift).
+// A wrapper rather than a sampler option, so that every image family's
+// episodes (Omniglot, the class sets, Meta-Dataset's varying ones) are
+// shifted the same way and their own rng order stays as it was: the
+// wrapped source draws its episodes first, then the shifts follow from the
+// same rng. With one rng per iteration (the engine's task stream), a
+// shifted run sees the unshifted run's classes and images, moved.
+
+// Shifted returns src whose episodes have every image, support and query,
+// moved by its own (dy, dx), each uniform in −maxShift … maxShift, the pixels it
+// uncovers zero and those pushed past the edge dropped. Images are h×w
+// with c channels, channels-last (as ConvSpec reads them). A varying
+// source stays varying. maxShift 0 returns src itself.
+func Shifted(src task.Source, h, w, c, maxShift int) (task.Source, error) {
+	switch {
+	case maxShift == 0:
+		return src, nil
+	case maxShift < 0 || h < 1 || w < 1 || c < 1:
+		return nil, fmt.Errorf("datasets: shifting %d×%d×%d images by up to %d pixels: every size must be positive", h, w, c, maxShift)
+	case maxShift >= min(h, w):
+		return nil, fmt.Errorf("datasets: shifting %d×%d images by up to %d pixels would move them out of their frame", h, w, maxShift)
+	case src.InDim() != h*w*c:
+		return nil, fmt.Errorf("datasets: %s inputs have %d values, not the %d of a %d×%d×%d image", src.Name(), src.InDim(), h*w*c, h, w, c)
+	}
+	s := shifted{Source: src, h: h, w: w, c: c, maxShift: maxShift}
+	if v, ok := src.(task.Varying); ok {
+		return &shiftedVarying{shifted: s, v: v}, nil
+	}
+	return &s, nil
+}
+
+// shifted is a fixed-shape source with its images shifted.
+type shifted struct {
+	task.Source
+	h, w, c, maxShift int
+}
+
+// Sample draws src's episodes, then shifts their images.
+func (s *shifted) Sample(rng *rand.Rand, b *task.Batch) {
+	s.Source.Sample(rng, b)
+	s.shiftBatch(rng, b)
+}
+
+// shiftedVarying is a varying source with its images shifted.
+type shiftedVarying struct {
+	shifted
+	v task.Varying
+}
+
+// SampleVarying draws src's episode, then shifts its images.
+func (s *shiftedVarying) SampleVarying(rng *rand.Rand, b *task.Batch) {
+	s.v.SampleVarying(rng, b)
+	s.shiftBatch(rng, b)
+}
+
+// shiftBatch shifts every image of b: the support rows of all tasks, then
+// the query rows, each drawing dy then dx. Its buffer is its own, so
+// concurrent samples stay safe.
+func (s *shifted) shiftBatch(rng *rand.Rand, b *task.Batch) {
+	in := b.InDim
+	tmp := make([]float64, in)
+	for _, xs := range [][]float64{b.XS[:b.T*b.NS*in], b.XQ[:b.T*b.NQ*in]} {
+		for r := 0; r+in <= len(xs); r += in {
+			dy := rng.IntN(2*s.maxShift+1) - s.maxShift
+			dx := rng.IntN(2*s.maxShift+1) - s.maxShift
+			shiftImage(xs[r:r+in], tmp, s.h, s.w, s.c, dy, dx)
+		}
+	}
+}
+
+// shiftImage moves the h×w×c image img by dy rows and dx columns (pixel
+// (y, x) to (y+dy, x+dx)) in place, through tmp; uncovered pixels become
+// zero.
+func shiftImage(img, tmp []float64, h, w, c, dy, dx int) {
+	if dy == 0 && dx == 0 {
+		return
+	}
+	clear(tmp)
+	x0, x1 := max(0, -dx), min(w, w-dx) // source columns that stay in the frame
+	if x0 < x1 {
+		for y := max(0, -dy); y < min(h, h-dy); y++ {
+			copy(tmp[((y+dy)*w+x0+dx)*c:((y+dy)*w+x1+dx)*c], img[(y*w+x0)*c:(y*w+x1)*c])
+		}
+	}
+	copy(img, tmp)
+}
