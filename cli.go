@@ -400,7 +400,7 @@ func folderSources(dir, split, family string, c engine.Config) (presets.Sources,
 	if split != "all" && split != "test" {
 		return presets.Sources{}, fmt.Errorf("eval: --split %q: want all or test", split)
 	}
-	ch, h, w, ok := presets.ImageInput(c)
+	ch, h, w, ok := c.ImageInput()
 	if !c.Classify() || !ok {
 		return presets.Sources{}, fmt.Errorf("eval: --folder needs an image model (a convolutional or ResNet ψ); this is a %s run", family)
 	}

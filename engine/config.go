@@ -468,8 +468,20 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// ImageInput is the image an image model takes — channels, height, width
+// of its Conv or ResNet ψ — and false for a model of other inputs.
+func (c Config) ImageInput() (ch, h, w int, ok bool) {
+	switch {
+	case c.Conv != nil:
+		return c.Conv.Channels, c.Conv.Height, c.Conv.Width, true
+	case c.ResNet != nil:
+		return c.ResNet.Channels, c.ResNet.Height, c.ResNet.Width, true
+	}
+	return 0, 0, 0, false
+}
+
 // validateAugment checks that AugmentShift can move this run's images.
-func (c *Config) validateAugment() error {
+func (c Config) validateAugment() error {
 	k := c.AugmentShift
 	if k == 0 {
 		return nil
@@ -477,13 +489,8 @@ func (c *Config) validateAugment() error {
 	if k < 0 {
 		return fmt.Errorf("augment_shift must be ≥ 0 pixels, got %d", k)
 	}
-	var h, w int
-	switch {
-	case c.Conv != nil:
-		h, w = c.Conv.Height, c.Conv.Width
-	case c.ResNet != nil:
-		h, w = c.ResNet.Height, c.ResNet.Width
-	default:
+	_, h, w, ok := c.ImageInput()
+	if !ok {
 		return errors.New("augment_shift shifts images, and this run's ψ reads feature vectors, not images: leave it out")
 	}
 	if k >= min(h, w) {

@@ -39,15 +39,3 @@ func DataBytes(family string, cfg engine.Config) uint64 {
 	}
 	return 1<<30 + 60000*640*8
 }
-
-// ImageInput is the image an image model takes — channels, height, width
-// of its Conv or ResNet ψ — and false for a model of other inputs.
-func ImageInput(cfg engine.Config) (ch, h, w int, ok bool) {
-	switch {
-	case cfg.Conv != nil:
-		return cfg.Conv.Channels, cfg.Conv.Height, cfg.Conv.Width, true
-	case cfg.ResNet != nil:
-		return cfg.ResNet.Channels, cfg.ResNet.Height, cfg.ResNet.Width, true
-	}
-	return 0, 0, 0, false
-}

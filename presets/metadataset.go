@@ -216,7 +216,7 @@ func mdOpener(cfg engine.Config, dataDir string, embed bool) ([]string, func(str
 	if embed {
 		return mdEmbedOpener(dataDir)
 	}
-	ch, side, w, ok := ImageInput(cfg)
+	ch, side, w, ok := cfg.ImageInput()
 	if !ok || side != w || ch != 3 {
 		return nil, nil, errors.New("Meta-Dataset images need a square three-channel image input")
 	}

@@ -188,7 +188,7 @@ func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 	if err != nil || cfg.AugmentShift == 0 {
 		return s, err
 	}
-	ch, h, w, ok := ImageInput(cfg)
+	ch, h, w, ok := cfg.ImageInput()
 	if !ok {
 		return Sources{}, fmt.Errorf("augment_shift shifts images, and %s runs read feature vectors: leave it out", name)
 	}
@@ -257,7 +257,7 @@ func newSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		if dataDir == "" {
 			return Sources{}, errors.New("the folder presets read your own images: give --data DIR, DIR holding one folder of images per class (or train/, val/ and test/ folders of them)")
 		}
-		ch, h, w, ok := ImageInput(cfg)
+		ch, h, w, ok := cfg.ImageInput()
 		if !ok || h != w {
 			return Sources{}, errors.New("the folder family needs a square image input (set image_size)")
 		}
