@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -157,5 +158,36 @@ func TestShiftedRefuses(t *testing.T) {
 		if _, err := Shifted(patterned{6, 7, 2, 3}, tc.h, tc.w, tc.c, tc.k); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Shifted(%d×%d×%d, %d): %v, want an error saying %q", tc.h, tc.w, tc.c, tc.k, err, tc.want)
 		}
+	}
+}
+
+// BenchmarkShiftedSample measures what augment_shift adds to an
+// iteration's sampling at the shipped 1-shot recipe's episodes (six 60-way
+// 1-shot tasks, 5 queries a class: 2,160 images): the plain sampler, then
+// the same wrapped with shifts of up to 2 pixels.
+func BenchmarkShiftedSample(b *testing.B) {
+	o := realOmniglot(b)
+	train, err := o.Split("train")
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := NewEpisodes(train, 60, 1, 5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []int{0, 2} {
+		src, err := Shifted(e, OmniglotSide, OmniglotSide, 1, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("shift%d", k), func(b *testing.B) {
+			var batch task.Batch
+			batch.Resize(6, 60, 300, OmniglotPixels, 60)
+			rng := rand.New(rand.NewPCG(1, 1))
+			b.ReportAllocs()
+			for b.Loop() {
+				src.Sample(rng, &batch)
+			}
+		})
 	}
 }
