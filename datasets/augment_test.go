@@ -162,9 +162,10 @@ func TestShiftedRefuses(t *testing.T) {
 }
 
 // BenchmarkShiftedSample measures what augment_shift adds to an
-// iteration's sampling at the shipped 5-way 1-shot recipe's episodes (six 60-way
-// 1-shot tasks, 5 queries a class: 2,160 images): the plain sampler, then
-// the same wrapped with shifts of up to 2 pixels.
+// iteration's sampling at six 60-way 1-shot tasks, 5 queries a class: 2,160
+// images, the number the shipped 1-shot recipes' four 90-way tasks also
+// draw: the plain sampler, then the same wrapped with shifts of up to 2
+// pixels.
 func BenchmarkShiftedSample(b *testing.B) {
 	o := realOmniglot(b)
 	train, err := o.Split("train")
