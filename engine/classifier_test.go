@@ -381,3 +381,62 @@ func TestGammaInit(t *testing.T) {
 		t.Errorf("gamma_init on a regression task: %v", err)
 	}
 }
+
+// An evaluation averaging several draws of ω runs ψ once per batch
+// (evalMemo) and gives, task by task, the bits of one that runs ψ every
+// draw: for the Conv ψ with dropout in training, and for the ResNet ψ with
+// each batch-norm evaluation mode, after training steps so that the
+// parameters and running statistics are not the initial ones.
+func TestEvaluateDrawsShareFeatures(t *testing.T) {
+	cfgs := map[string]Config{
+		"conv":           classConfig("metakernel", 0.8),
+		"resnet episode": resnetConfig("metakernel", ""),
+		"resnet running": resnetConfig("metakernel", BNEvalRunning),
+	}
+	for name, cfg := range cfgs {
+		t.Run(name, func(t *testing.T) {
+			m, err := NewModel(cfg, blobs{way: 3, side: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			opt := NewOptimizer(cfg, m.Params.List)
+			var grads [][]float64
+			for i := range 5 {
+				if _, err := m.trainStep(i, opt, &grads); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hits := func() int {
+				h := 0
+				for _, gr := range m.graphs {
+					h += gr.memoHits()
+				}
+				return h
+			}
+			// eval returns an evaluation of 7 tasks (3 batches of up to
+			// 3) and the passes of ψ it skipped.
+			eval := func(memo bool, samples int) (EvalResult, int) {
+				t.Helper()
+				defer func(old bool) { evalMemo = old }(evalMemo)
+				evalMemo = memo
+				h := hits()
+				ev, err := m.Evaluate(7, 3, samples, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ev, hits() - h
+			}
+			for _, samples := range []int{1, 3} {
+				with, skipped := eval(true, samples)
+				without, none := eval(false, samples)
+				if !slices.Equal(with.PerTask, without.PerTask) || with.Mean != without.Mean {
+					t.Errorf("%d draws: %v with the shared ψ, %v without", samples, with.PerTask, without.PerTask)
+				}
+				if want := 3 * (samples - 1); skipped != want || none != 0 {
+					t.Errorf("%d draws: ψ skipped %d passes with the memo (want %d: every draw after a batch's first), %d without", samples, skipped, want, none)
+				}
+			}
+		})
+	}
+}

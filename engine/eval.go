@@ -83,6 +83,10 @@ func (m *Model) EvaluateSources(srcs []NamedSource, tasks, query, samples int, s
 
 // evaluate is Evaluate on tasks from src, with tasks and noise from the
 // given random streams.
+// evalMemo lets evaluate's draws share one pass of ψ (graph.setMemo); tests
+// turn it off to compare against evaluations that run ψ every draw.
+var evalMemo = true
+
 func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
 	if tasks <= 0 || query <= 0 || samples <= 0 {
 		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
@@ -125,6 +129,9 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 		clear(mean)
 		prob = task.Grow(prob, out)
 		var next LSTMState
+		// The draws share the batch's images and parameters, so ψ runs
+		// once for them all.
+		gr.setMemo(evalMemo && samples > 1)
 		for s := 0; s < samples; s++ {
 			m.drawNoise(task.Stream(seed, noiseStream, uint64(batch*samples+s)), T)
 			st := state.clone()

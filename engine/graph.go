@@ -80,6 +80,31 @@ func (gr *graph) setDropout(seed uint64) {
 	}
 }
 
+// setMemo sets whether the graph's ψ ops skip a pass whose images and
+// parameters are, bit for bit, their last pass's (ops.ConvNet.SetMemo):
+// on while an evaluation runs the graph once per draw of ω on the same
+// tasks, where ψ would otherwise compute the same features each draw.
+func (gr *graph) setMemo(on bool) {
+	for _, n := range gr.convs {
+		n.SetMemo(on)
+	}
+	for _, n := range gr.resnets {
+		n.SetMemo(on)
+	}
+}
+
+// memoHits is the number of passes the graph's ψ ops have skipped.
+func (gr *graph) memoHits() int {
+	h := 0
+	for _, n := range gr.convs {
+		h += n.MemoHits()
+	}
+	for _, n := range gr.resnets {
+		h += n.MemoHits()
+	}
+	return h
+}
+
 type graphReads struct {
 	lossV, dataV, klV, lambdaV, predV, omega0V, muV, lvV, ctxV G.Value
 }

@@ -1,6 +1,7 @@
 package presets
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -90,23 +91,30 @@ func BenchmarkOmniglotStep(b *testing.B) {
 	}
 }
 
-// BenchmarkOmniglotEval evaluates test episodes of omniglot-5w1s
-// (metakernel, 15 queries per class, one draw), in batches of 6.
+// BenchmarkOmniglotEval evaluates test episodes of omniglot-5w1s and
+// omniglot-20w1s (metakernel, 15 queries per class) in batches of 6, with
+// one draw of ω and with five: the draws share one pass of ψ per batch.
 func BenchmarkOmniglotEval(b *testing.B) {
-	c, s := omniglotRun(b, "omniglot-5w1s", "metakernel")
-	m, err := engine.NewModel(c, s.Train)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	if _, err := m.EvaluateOn(s.Test, 6, c.EvalQuery, c.EvalSamples, c.Seed); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := m.EvaluateOn(s.Test, 60, c.EvalQuery, c.EvalSamples, c.Seed); err != nil {
-			b.Fatal(err)
+	for _, preset := range []string{"omniglot-5w1s", "omniglot-20w1s"} {
+		for _, draws := range []int{1, 5} {
+			b.Run(fmt.Sprintf("%s/draws=%d", preset, draws), func(b *testing.B) {
+				c, s := omniglotRun(b, preset, "metakernel")
+				m, err := engine.NewModel(c, s.Train)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				if _, err := m.EvaluateOn(s.Test, 6, c.EvalQuery, draws, c.Seed); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := m.EvaluateOn(s.Test, 60, c.EvalQuery, draws, c.Seed); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(60*float64(b.N)/b.Elapsed().Seconds(), "episodes/s")
+			})
 		}
 	}
-	b.ReportMetric(60*float64(b.N)/b.Elapsed().Seconds(), "episodes/s")
 }

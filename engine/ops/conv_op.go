@@ -14,13 +14,15 @@ import (
 // dominate a graph of small convolution, pooling and dropout nodes.
 //
 // SetStep chooses the dropout masks of the next run: training steps pass
-// their own seed, evaluation passes train = false (no dropout).
+// their own seed, evaluation passes train = false (no dropout). SetMemo
+// lets evaluation runs skip a pass whose inputs are the last one's.
 type ConvNet struct {
 	pool  *Pool
 	spec  ConvSpec
 	seed  uint64
 	train bool
-	ops   int // ops made so far; op i draws dropout stream i
+	memo  bool
+	ops   []*ConvOp // op i draws dropout stream i
 }
 
 // NewConvNet returns a network for spec whose ops spread their images over
@@ -39,6 +41,22 @@ func (n *ConvNet) Spec() ConvSpec { return n.spec }
 // with train, masks drawn from seed (the same seed gives the same masks,
 // whatever the number of cores); without, no dropout.
 func (n *ConvNet) SetStep(seed uint64, train bool) { n.seed, n.train = seed, train }
+
+// SetMemo sets whether the evaluation runs (no dropout) of every op of the
+// net remember their inputs and output, and return that output, without a
+// pass, when a run's images and parameters are the remembered ones bit for
+// bit (featureMemo): for evaluations that run the graph once per draw of ω
+// on the same tasks. Off, the ops forget what they hold.
+func (n *ConvNet) SetMemo(on bool) { n.memo = on }
+
+// MemoHits is the number of passes the net's ops have skipped (SetMemo).
+func (n *ConvNet) MemoHits() int {
+	h := 0
+	for _, op := range n.ops {
+		h += op.memo.hits
+	}
+	return h
+}
 
 // Apply adds the network applied to x (N, InDim), with weights ws[l]
 // (Filters, FanIn(l)) and biases bs[l] (Filters), and returns the (N,
@@ -90,9 +108,9 @@ func (n *ConvNet) Apply(x *G.Node, ws, bs []*G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	kern.stream = uint64(n.ops)
-	n.ops++
+	kern.stream = uint64(len(n.ops))
 	op := &ConvOp{id: opSeq.Add(1), net: n, kern: kern}
+	n.ops = append(n.ops, op)
 	op.opBase = base(fmt.Sprintf("Conv#%d{%dx%dx%d,L=%d,F=%d}", op.id, s.Height, s.Width, s.Channels, s.Blocks, s.Filters), "")
 	args := append(append(G.Nodes{x}, ws...), bs...)
 	out, err := G.ApplyOp(op, args...)
@@ -114,6 +132,8 @@ type ConvOp struct {
 	graded uint64 // the run whose gradients grads holds (0: none)
 	grads  [][]float64
 	diffed bool
+	memo   featureMemo
+	memoIn [][]float64 // the inputs as memo keys them: x, the weights, the biases
 }
 
 // Kernel returns the plain kernel the op runs.
@@ -193,10 +213,22 @@ func (op *ConvOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error
 	if err != nil {
 		return nil, err
 	}
+	memo := op.net.memo && !op.net.train
+	if memo {
+		op.memoIn = append(append(append(op.memoIn[:0], x), ws...), bs...)
+		if op.memo.hit(op.memoIn, out) {
+			return prealloc, nil
+		}
+	} else if op.memo.ok {
+		op.memo.forget()
+	}
 	if err := op.kern.Forward(xs[0], x, ws, bs, op.net.seed, op.net.train, out); err != nil {
 		return nil, err
 	}
 	op.runs++
+	if memo {
+		op.memo.keep(op.memoIn, out)
+	}
 	return prealloc, nil
 }
 

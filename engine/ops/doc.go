@@ -24,7 +24,10 @@
 // machine at a time, as gorgonia requires anyway. Ops write their outputs
 // into storage they own (ownedTensor) rather than allocating each step, so
 // a value read out of a run is overwritten by the next one. How ops read
-// their inputs and choose where to write is in values.go.
+// their inputs and choose where to write is in values.go. The feature
+// extractors' ops can skip an evaluation pass whose inputs are the last
+// pass's bit for bit (memo.go), which evaluations averaging several draws
+// of ω turn on.
 //
 // Work is spread over goroutines by a Pool (pool.go), one per model: its
 // For loops over tasks, and its teams run the flow's and the convolution's

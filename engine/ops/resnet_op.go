@@ -21,6 +21,7 @@ type ResNet struct {
 	pool *Pool
 	spec ResNetSpec
 	mode BNMode
+	memo bool
 	run  []BNStats
 	ops  []*ResNetOp
 }
@@ -52,6 +53,22 @@ func (n *ResNet) Spec() ResNetSpec { return n.spec }
 // SetMode sets the batch norms' statistics of the following runs of every
 // op of the net.
 func (n *ResNet) SetMode(m BNMode) { n.mode = m }
+
+// SetMemo sets whether the runs of every op of the net outside BNTrain
+// mode remember their inputs (images, parameters, mode and, in BNRunning,
+// the running statistics) and output, and return that output without a
+// pass when a run's inputs are the remembered ones bit for bit, as
+// ConvNet.SetMemo. Off, the ops forget what they hold.
+func (n *ResNet) SetMemo(on bool) { n.memo = on }
+
+// MemoHits is the number of passes the net's ops have skipped (SetMemo).
+func (n *ResNet) MemoHits() int {
+	h := 0
+	for _, op := range n.ops {
+		h += op.memo.hits
+	}
+	return h
+}
 
 // FoldRunning folds the batch statistics of each op's last run, if that
 // was a training run not folded yet, into the running statistics, op by op
@@ -131,6 +148,8 @@ type ResNetOp struct {
 	graded uint64 // the run whose gradients grads holds (0: none)
 	grads  [][]float64
 	diffed bool
+	memo   featureMemo
+	memoIn [][]float64 // the inputs as memo keys them
 }
 
 // Kernel returns the plain kernel the op runs.
@@ -183,10 +202,27 @@ func (op *ResNetOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, err
 		}
 		op.params = append(op.params, d)
 	}
+	memo := op.net.memo && op.net.mode != BNTrain
+	if memo {
+		op.memoIn = append(append(op.memoIn[:0], x, []float64{float64(op.net.mode)}), op.params...)
+		if op.net.mode == BNRunning {
+			for _, st := range op.net.run {
+				op.memoIn = append(op.memoIn, st.Mean, st.Var)
+			}
+		}
+		if op.memo.hit(op.memoIn, out) {
+			return prealloc, nil
+		}
+	} else if op.memo.ok {
+		op.memo.forget()
+	}
 	if err := op.kern.Forward(x, op.params, op.lay, op.net.mode, op.net.run, out); err != nil {
 		return nil, err
 	}
 	op.runs++
+	if memo {
+		op.memo.keep(op.memoIn, out)
+	}
 	return prealloc, nil
 }
 
