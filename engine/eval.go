@@ -81,12 +81,12 @@ func (m *Model) EvaluateSources(srcs []NamedSource, tasks, query, samples int, s
 	return mean, by, nil
 }
 
-// evaluate is Evaluate on tasks from src, with tasks and noise from the
-// given random streams.
 // evalMemo lets evaluate's draws share one pass of ψ (graph.setMemo); tests
 // turn it off to compare against evaluations that run ψ every draw.
 var evalMemo = true
 
+// evaluate is Evaluate on tasks from src, with tasks and noise from the
+// given random streams.
 func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
 	if tasks <= 0 || query <= 0 || samples <= 0 {
 		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
