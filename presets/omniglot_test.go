@@ -118,3 +118,42 @@ func BenchmarkOmniglotEval(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOmniglotTrainingWays is one training iteration of the shipped
+// 20-way 1-shot settings (query 5, train_shot 1, infer_hidden 128, bases
+// 1560, γ from 30, shifts of 2) at several training ways and tasks a batch:
+// the shipped 90 ways four a batch, and 120 and 180 ways. Three tasks on two
+// cores leave one core idle in the stages that run a task per core, so 120
+// ways three a batch cost more than four a batch.
+func BenchmarkOmniglotTrainingWays(b *testing.B) {
+	for _, wm := range [][2]int{{90, 4}, {120, 3}, {120, 4}, {120, 2}, {180, 2}} {
+		b.Run(fmt.Sprintf("train_way=%d/meta_batch=%d", wm[0], wm[1]), func(b *testing.B) {
+			p, err := Get("omniglot-20w1s")
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := p.Config
+			c.Query, c.TrainWay, c.TrainShot, c.MetaBatch = 5, wm[0], 1, wm[1]
+			c.InferHidden, c.Bases, c.GammaInit, c.AugmentShift = 128, 1560, 30, 2
+			s, err := NewSources(p.Source, c, "../../shared/data/omniglot")
+			if err != nil {
+				b.Fatal(err)
+			}
+			m, err := engine.NewModel(c, s.Train)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			opt := engine.NewOptimizer(c, m.Params.List)
+			if _, err := m.Step(0, opt); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := m.Step(i+1, opt); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
