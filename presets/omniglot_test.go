@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/task"
 )
 
 // omniglotRun returns a preset's config and sources on the real data.
@@ -71,23 +72,29 @@ func BenchmarkOmniglotStep(b *testing.B) {
 	for _, v := range engine.Variants {
 		b.Run(v, func(b *testing.B) {
 			c, s := omniglotRun(b, "omniglot-5w1s", v)
-			m, err := engine.NewModel(c, s.Train)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			opt := engine.NewOptimizer(c, m.Params.List)
-			if _, err := m.Step(0, opt); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := m.Step(i+1, opt); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchSteps(b, c, s.Train)
 		})
+	}
+}
+
+// benchSteps times training iterations of a model of c on train, after one
+// untimed iteration.
+func benchSteps(b *testing.B, c engine.Config, train task.Source) {
+	m, err := engine.NewModel(c, train)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	opt := engine.NewOptimizer(c, m.Params.List)
+	if _, err := m.Step(0, opt); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.Step(i+1, opt); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -139,21 +146,7 @@ func BenchmarkOmniglotTrainingWays(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			m, err := engine.NewModel(c, s.Train)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			opt := engine.NewOptimizer(c, m.Params.List)
-			if _, err := m.Step(0, opt); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := m.Step(i+1, opt); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchSteps(b, c, s.Train)
 		})
 	}
 }
