@@ -23,9 +23,10 @@
 //   - engine (this package): the model and its training run.
 //
 // In this package, config.go describes a model (Config, the paper's
-// variants), params.go creates its parameters, graph.go builds its gorgonia
-// graphs (one per shape: the whole model for evaluation and display, or one
-// stage of a training step), model.go holds a Model (its parameters, carried
+// variants), params.go creates its parameters, graph_build.go builds its
+// gorgonia graphs (one per shape: the whole model for evaluation and
+// display, or one stage of a training step) and graph.go binds, feeds and
+// reads them, model.go holds a Model (its parameters, carried
 // context, graphs and per-model ops.Pool) and runs a graph, staged.go is the
 // training step, mlp_summary.go its graph-free task summaries, optim.go the
 // optimizer, eval.go evaluation and the display snapshot, and modelfile.go
