@@ -139,7 +139,10 @@
 // depend on the rng alone, which every source consumes in a fixed order.
 // Shifted wraps any of them (a training source, for augment_shift): each
 // image moved by its own random offset drawn after the episode, so the
-// episodes' classes and images stay the unwrapped source's.
+// episodes' classes and images stay the unwrapped source's. Warped
+// (augment_rotate, augment_scale) wraps one the same way, each image
+// turned and scaled about its centre by its own draws, read back
+// bilinearly.
 //
 // # Errors
 //

@@ -167,6 +167,15 @@ type Config struct {
 	// the unshifted run's. Validation and test images are never shifted.
 	// 0: none (the paper's).
 	AugmentShift int `json:"augment_shift,omitempty"`
+	// AugmentRotate and AugmentScale, when set, turn every image of a
+	// training episode about its centre by its own angle, uniform within
+	// ±AugmentRotate degrees, and scale it by its own factor, uniform
+	// within 1 ± AugmentScale, read back bilinearly (Koch et al.'s affine
+	// distortions of Omniglot, less the shear). Drawn after the shifts from
+	// the same stream, so the episodes' classes and images are the
+	// unwarped run's. Validation and test images are never warped. 0: none.
+	AugmentRotate float64 `json:"augment_rotate,omitempty"`
+	AugmentScale  float64 `json:"augment_scale,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -480,18 +489,32 @@ func (c Config) ImageInput() (ch, h, w int, ok bool) {
 	return 0, 0, 0, false
 }
 
-// validateAugment checks that AugmentShift can move this run's images.
+// validateAugment checks that AugmentShift, AugmentRotate and
+// AugmentScale can move, turn and scale this run's images.
 func (c Config) validateAugment() error {
-	k := c.AugmentShift
-	if k == 0 {
-		return nil
+	if !(c.AugmentRotate >= 0 && c.AugmentRotate <= 180) {
+		return fmt.Errorf("augment_rotate must be 0 … 180 degrees, got %g", c.AugmentRotate)
 	}
+	if !(c.AugmentScale >= 0 && c.AugmentScale < 1) {
+		return fmt.Errorf("augment_scale must be at least 0 and under 1 (images scaled within 1 ± it), got %g", c.AugmentScale)
+	}
+	k := c.AugmentShift
 	if k < 0 {
 		return fmt.Errorf("augment_shift must be ≥ 0 pixels, got %d", k)
 	}
+	if k == 0 && c.AugmentRotate == 0 && c.AugmentScale == 0 {
+		return nil
+	}
 	_, h, w, ok := c.ImageInput()
 	if !ok {
-		return errors.New("augment_shift shifts images, and this run's ψ reads feature vectors, not images: leave it out")
+		for _, f := range []struct {
+			what string
+			on   bool
+		}{{"augment_shift shifts", k != 0}, {"augment_rotate turns", c.AugmentRotate != 0}, {"augment_scale scales", c.AugmentScale != 0}} {
+			if f.on {
+				return fmt.Errorf("%s images, and this run's ψ reads feature vectors, not images: leave it out", f.what)
+			}
+		}
 	}
 	if k >= min(h, w) {
 		return fmt.Errorf("augment_shift %d would shift a %d×%d image out of its frame: give at most %d", k, h, w, min(h, w)-1)

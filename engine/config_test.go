@@ -38,6 +38,36 @@ func TestConfigAugmentShift(t *testing.T) {
 	}
 }
 
+// augment_rotate and augment_scale need images to warp, and bounds that
+// keep an image an image.
+func TestConfigAugmentWarp(t *testing.T) {
+	c := sineConfig("metakernel")
+	c.AugmentRotate = 10
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "augment_rotate turns images") {
+		t.Errorf("rotate on an MLP ψ: %v", err)
+	}
+	c.AugmentRotate, c.AugmentScale = 0, 0.1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "augment_scale scales images") {
+		t.Errorf("scale on an MLP ψ: %v", err)
+	}
+	c = omniglotLikeConfig()
+	for _, tc := range []struct {
+		deg, scale float64
+		want       string
+	}{
+		{10, 0.15, ""}, {180, 0, ""}, {0, 0.99, ""}, {0, 0, ""},
+		{-1, 0, "augment_rotate must be 0 … 180"}, {181, 0, "augment_rotate must be 0 … 180"},
+		{math.NaN(), 0, "augment_rotate must be 0 … 180"},
+		{0, 1, "augment_scale must be at least 0 and under 1"}, {0, -0.1, "augment_scale must be"},
+		{0, math.Inf(1), "augment_scale must be"},
+	} {
+		c.AugmentRotate, c.AugmentScale = tc.deg, tc.scale
+		if err := c.Validate(); (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("augment_rotate %v, augment_scale %v: %v, want %q", tc.deg, tc.scale, err, tc.want)
+		}
+	}
+}
+
 // The estimate grows with every size, does not overflow, and sees the
 // issue's bases=100000000 as far beyond any machine.
 func TestMemoryEstimate(t *testing.T) {

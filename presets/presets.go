@@ -181,19 +181,23 @@ type Sources struct {
 // cfg. Omniglot reads dataDir ("" = datasets.DefaultOmniglotDir()) and
 // draws training tasks from the Vinyals train split, validation tasks
 // from val and test tasks from test, cfg.Way-way cfg.Shot-shot. With
-// cfg.AugmentShift the training source's images are shifted (and only
-// its: validation and test see the images as they are).
+// cfg.AugmentShift the training source's images are shifted, and with
+// cfg.AugmentRotate or cfg.AugmentScale then turned and scaled (only its:
+// validation and test see the images as they are).
 func NewSources(name string, cfg engine.Config, dataDir string) (Sources, error) {
 	s, err := newSources(name, cfg, dataDir)
-	if err != nil || cfg.AugmentShift == 0 {
+	if err != nil || cfg.AugmentShift == 0 && cfg.AugmentRotate == 0 && cfg.AugmentScale == 0 {
 		return s, err
 	}
 	ch, h, w, ok := cfg.ImageInput()
 	if !ok {
-		return Sources{}, fmt.Errorf("augment_shift shifts images, and %s runs read feature vectors: leave it out", name)
+		return Sources{}, fmt.Errorf("augment_shift, augment_rotate and augment_scale change images, and %s runs read feature vectors: leave them out", name)
 	}
 	if s.Train, err = datasets.Shifted(s.Train, h, w, ch, cfg.AugmentShift); err != nil {
 		return Sources{}, fmt.Errorf("augment_shift: %w", err)
+	}
+	if s.Train, err = datasets.Warped(s.Train, h, w, ch, cfg.AugmentRotate, cfg.AugmentScale); err != nil {
+		return Sources{}, fmt.Errorf("augment_rotate, augment_scale: %w", err)
 	}
 	return s, nil
 }

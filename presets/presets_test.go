@@ -167,6 +167,69 @@ func TestAugmentShiftMovesOnlyTrainingImages(t *testing.T) {
 	}
 }
 
+// augment_rotate and augment_scale warp the training episodes' images
+// after their shifts and no others: validation and test are the plain
+// run's to the byte, the training labels stay, every training image is
+// its shifted one turned and scaled (bilinear mixes of [0, 1] ink stay in
+// [0, 1]), and with both 0 the sources are the shift-only run's.
+func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
+	p, _ := Get("omniglot-5w1s")
+	plain, err := NewSources(p.Source, p.Config, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shiftOnly := p.Config
+	shiftOnly.AugmentShift = 2
+	sh, err := NewSources(p.Source, shiftOnly, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := shiftOnly
+	c.AugmentRotate, c.AugmentScale = 10, 0.15
+	aug, err := NewSources(p.Source, c, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	draw := func(src task.Source) task.Batch {
+		var b task.Batch
+		b.Resize(2, c.Way*c.Shot, c.Way*c.Query, src.InDim(), src.OutDim())
+		src.Sample(rand.New(rand.NewPCG(11, 12)), &b)
+		return b
+	}
+	for _, pair := range [][2]task.Source{{plain.Val, aug.Val}, {plain.Test, aug.Test}} {
+		a, b := draw(pair[0]), draw(pair[1])
+		if !slices.Equal(a.XS, b.XS) || !slices.Equal(a.XQ, b.XQ) {
+			t.Error("augment_rotate or augment_scale changed validation or test images")
+		}
+	}
+	a, b := draw(sh.Train), draw(aug.Train)
+	if !slices.Equal(a.YS, b.YS) || !slices.Equal(a.YQ, b.YQ) {
+		t.Error("warping changed the training labels")
+	}
+	changed := 0
+	for r := 0; r < len(a.XQ); r += 784 {
+		if !slices.Equal(a.XQ[r:r+784], b.XQ[r:r+784]) {
+			changed++
+		}
+		for _, v := range b.XQ[r : r+784] {
+			if !(v >= 0 && v <= 1+1e-12) {
+				t.Fatalf("query image %d has a pixel %v outside [0, 1]", r/784, v)
+			}
+		}
+	}
+	if n := len(a.XQ) / 784; changed < n*9/10 {
+		t.Errorf("only %d of %d training query images warped", changed, n)
+	}
+	c.AugmentRotate, c.AugmentScale = 0, 0
+	same, err := NewSources(p.Source, c, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2 := draw(same.Train); !slices.Equal(a.XS, a2.XS) || !slices.Equal(a.XQ, a2.XQ) {
+		t.Error("augment_rotate and augment_scale of 0 changed the shift-only run's images")
+	}
+}
+
 func TestImagePresetsMatchThePaper(t *testing.T) {
 	for _, tc := range []struct {
 		name          string

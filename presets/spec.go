@@ -185,6 +185,8 @@ var overrides = []override{
 	{"train_shot", KindInt, "support images per class of a training episode (validation and test keep shot)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainShot })},
 	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"augment_shift", KindInt, "training images shifted by up to this many pixels in each direction, each its own shift (0 = none, the paper's); validation and test images never", usesImages, intField(func(c *engine.Config) *int { return &c.AugmentShift })},
+	{"augment_rotate", KindFloat, "training images turned about their centre by up to this many degrees either way, each its own angle (0 = none, the paper's); validation and test images never", usesImages, floatField(func(c *engine.Config) *float64 { return &c.AugmentRotate })},
+	{"augment_scale", KindFloat, "training images scaled about their centre within 1 ± this, each its own factor (0 = none, the paper's); validation and test images never", usesImages, floatField(func(c *engine.Config) *float64 { return &c.AugmentScale })},
 	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
 	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
 	{"flow_hidden", KindInt, "width of each coupling network", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},
