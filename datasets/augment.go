@@ -31,48 +31,57 @@ func Shifted(src task.Source, h, w, c, maxShift int) (task.Source, error) {
 	case src.InDim() != h*w*c:
 		return nil, fmt.Errorf("datasets: %s inputs have %d values, not the %d of a %d×%d×%d image", src.Name(), src.InDim(), h*w*c, h, w, c)
 	}
-	s := shifted{Source: src, h: h, w: w, c: c, maxShift: maxShift}
+	return augmentImages(src, func(rng *rand.Rand, img, tmp []float64) {
+		dy := rng.IntN(2*maxShift+1) - maxShift
+		dx := rng.IntN(2*maxShift+1) - maxShift
+		shiftImage(img, tmp, h, w, c, dy, dx)
+	}), nil
+}
+
+// augmentImages returns src with every image of its episodes changed in
+// place by change, which draws from the episode's rng after the episode:
+// the support rows of all tasks, then the query rows. A varying source
+// stays varying. The wrappers of this file and augment_warp.go are it.
+func augmentImages(src task.Source, change func(rng *rand.Rand, img, tmp []float64)) task.Source {
+	a := augmented{Source: src, change: change}
 	if v, ok := src.(task.Varying); ok {
-		return &shiftedVarying{shifted: s, v: v}, nil
+		return &augmentedVarying{augmented: a, v: v}
 	}
-	return &s, nil
+	return &a
 }
 
-// shifted is a fixed-shape source with its images shifted.
-type shifted struct {
+// augmented is a fixed-shape source with its images changed.
+type augmented struct {
 	task.Source
-	h, w, c, maxShift int
+	change func(rng *rand.Rand, img, tmp []float64)
 }
 
-// Sample draws src's episodes, then shifts their images.
-func (s *shifted) Sample(rng *rand.Rand, b *task.Batch) {
+// Sample draws src's episodes, then changes their images.
+func (s *augmented) Sample(rng *rand.Rand, b *task.Batch) {
 	s.Source.Sample(rng, b)
-	s.shiftBatch(rng, b)
+	s.changeBatch(rng, b)
 }
 
-// shiftedVarying is a varying source with its images shifted.
-type shiftedVarying struct {
-	shifted
+// augmentedVarying is a varying source with its images changed.
+type augmentedVarying struct {
+	augmented
 	v task.Varying
 }
 
-// SampleVarying draws src's episode, then shifts its images.
-func (s *shiftedVarying) SampleVarying(rng *rand.Rand, b *task.Batch) {
+// SampleVarying draws src's episode, then changes its images.
+func (s *augmentedVarying) SampleVarying(rng *rand.Rand, b *task.Batch) {
 	s.v.SampleVarying(rng, b)
-	s.shiftBatch(rng, b)
+	s.changeBatch(rng, b)
 }
 
-// shiftBatch shifts every image of b: the support rows of all tasks, then
-// the query rows, each drawing dy then dx. Its buffer is its own, so
-// concurrent samples stay safe.
-func (s *shifted) shiftBatch(rng *rand.Rand, b *task.Batch) {
+// changeBatch changes every image of b, the support rows of all tasks then
+// the query rows. Its buffer is its own, so concurrent samples stay safe.
+func (s *augmented) changeBatch(rng *rand.Rand, b *task.Batch) {
 	in := b.InDim
 	tmp := make([]float64, in)
 	for _, xs := range [][]float64{b.XS[:b.T*b.NS*in], b.XQ[:b.T*b.NQ*in]} {
 		for r := 0; r+in <= len(xs); r += in {
-			dy := rng.IntN(2*s.maxShift+1) - s.maxShift
-			dx := rng.IntN(2*s.maxShift+1) - s.maxShift
-			shiftImage(xs[r:r+in], tmp, s.h, s.w, s.c, dy, dx)
+			s.change(rng, xs[r:r+in], tmp)
 		}
 	}
 }

@@ -18,8 +18,9 @@ import (
 // Warped returns src whose episodes have every image, support and query,
 // rotated about its centre by its own angle, uniform in −maxDeg … maxDeg
 // degrees, and scaled about it by its own factor, uniform in
-// 1−maxScale … 1+maxScale, read back by bilinear interpolation with the
-// pixels outside the image zero. Images are h×w with c channels,
+// 1−maxScale … 1+maxScale (each image drawing its angle, when maxDeg > 0,
+// then its scale, when maxScale > 0), read back by bilinear interpolation
+// with the pixels outside the image zero. Images are h×w with c channels,
 // channels-last. A varying source stays varying. maxDeg and maxScale both
 // 0 return src itself.
 func Warped(src task.Source, h, w, c int, maxDeg, maxScale float64) (task.Source, error) {
@@ -35,57 +36,17 @@ func Warped(src task.Source, h, w, c int, maxDeg, maxScale float64) (task.Source
 	case src.InDim() != h*w*c:
 		return nil, fmt.Errorf("datasets: %s inputs have %d values, not the %d of a %d×%d×%d image", src.Name(), src.InDim(), h*w*c, h, w, c)
 	}
-	s := warped{Source: src, h: h, w: w, c: c, maxRad: maxDeg * math.Pi / 180, maxScale: maxScale}
-	if v, ok := src.(task.Varying); ok {
-		return &warpedVarying{warped: s, v: v}, nil
-	}
-	return &s, nil
-}
-
-// warped is a fixed-shape source with its images warped.
-type warped struct {
-	task.Source
-	h, w, c          int
-	maxRad, maxScale float64
-}
-
-// Sample draws src's episodes, then warps their images.
-func (s *warped) Sample(rng *rand.Rand, b *task.Batch) {
-	s.Source.Sample(rng, b)
-	s.warpBatch(rng, b)
-}
-
-// warpedVarying is a varying source with its images warped.
-type warpedVarying struct {
-	warped
-	v task.Varying
-}
-
-// SampleVarying draws src's episode, then warps its images.
-func (s *warpedVarying) SampleVarying(rng *rand.Rand, b *task.Batch) {
-	s.v.SampleVarying(rng, b)
-	s.warpBatch(rng, b)
-}
-
-// warpBatch warps every image of b, the support rows of all tasks then
-// the query rows, each drawing its angle (when maxRad > 0) then its scale
-// (when maxScale > 0). Its buffer is its own, so concurrent samples stay
-// safe.
-func (s *warped) warpBatch(rng *rand.Rand, b *task.Batch) {
-	in := b.InDim
-	tmp := make([]float64, in)
-	for _, xs := range [][]float64{b.XS[:b.T*b.NS*in], b.XQ[:b.T*b.NQ*in]} {
-		for r := 0; r+in <= len(xs); r += in {
-			theta, scale := 0.0, 1.0
-			if s.maxRad > 0 {
-				theta = (2*rng.Float64() - 1) * s.maxRad
-			}
-			if s.maxScale > 0 {
-				scale = 1 + (2*rng.Float64()-1)*s.maxScale
-			}
-			warpImage(xs[r:r+in], tmp, s.h, s.w, s.c, theta, scale)
+	maxRad := maxDeg * math.Pi / 180
+	return augmentImages(src, func(rng *rand.Rand, img, tmp []float64) {
+		theta, scale := 0.0, 1.0
+		if maxRad > 0 {
+			theta = (2*rng.Float64() - 1) * maxRad
 		}
-	}
+		if maxScale > 0 {
+			scale = 1 + (2*rng.Float64()-1)*maxScale
+		}
+		warpImage(img, tmp, h, w, c, theta, scale)
+	}), nil
 }
 
 // warpImage rotates the h×w×c image img by theta radians and scales it by
