@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -129,7 +128,15 @@ func TestShiftedEpisodes(t *testing.T) {
 		t.Errorf("20 images took only %d distinct shifts: %v", len(moved), moved)
 	}
 
-	vary, err := Shifted(patternedVarying{plain}, h, w, c, k)
+	checkVaryingAugmented(t, func(src task.Source) (task.Source, error) { return Shifted(src, h, w, c, k) })
+}
+
+// checkVaryingAugmented checks that wrap keeps a varying source varying,
+// its episode's shape and labels, and changes its support images.
+func checkVaryingAugmented(t *testing.T, wrap func(task.Source) (task.Source, error)) {
+	t.Helper()
+	plain := patternedVarying{patterned{6, 7, 2, 3}}
+	vary, err := wrap(plain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +144,12 @@ func TestShiftedEpisodes(t *testing.T) {
 	if !ok {
 		t.Fatal("a varying source lost SampleVarying")
 	}
+	in := plain.InDim()
 	var vp, vs task.Batch
-	patternedVarying{plain}.SampleVarying(rand.New(rand.NewPCG(3, 4)), &vp)
+	plain.SampleVarying(rand.New(rand.NewPCG(3, 4)), &vp)
 	v.SampleVarying(rand.New(rand.NewPCG(3, 4)), &vs)
 	if vp.NS != vs.NS || !slices.Equal(vp.YS, vs.YS) || slices.Equal(vp.XS[:vp.NS*in], vs.XS[:vs.NS*in]) {
-		t.Errorf("varying: %d support rows against %d, labels equal %v, images moved %v",
+		t.Errorf("varying: %d support rows against %d, labels equal %v, images changed %v",
 			vs.NS, vp.NS, slices.Equal(vp.YS, vs.YS), !slices.Equal(vp.XS[:vp.NS*in], vs.XS[:vs.NS*in]))
 	}
 }
@@ -161,12 +169,13 @@ func TestShiftedRefuses(t *testing.T) {
 	}
 }
 
-// BenchmarkShiftedSample measures what augment_shift adds to an
-// iteration's sampling at six 60-way 1-shot tasks, 5 queries a class: 2,160
-// images, the number the shipped 1-shot recipes' four 90-way tasks also
-// draw: the plain sampler, then the same wrapped with shifts of up to 2
-// pixels.
-func BenchmarkShiftedSample(b *testing.B) {
+// BenchmarkAugmentedSample measures what augment_shift, augment_rotate and
+// augment_scale add to an iteration's sampling at six 60-way 1-shot tasks,
+// 5 queries a class: 2,160 images, the number the shipped 1-shot recipes'
+// four 90-way tasks also draw: the plain sampler, then the same wrapped
+// with shifts of up to 2 pixels, then with turns of up to 10° and scales
+// of up to ±15% as well.
+func BenchmarkAugmentedSample(b *testing.B) {
 	o := realOmniglot(b)
 	train, err := o.Split("train")
 	if err != nil {
@@ -176,12 +185,19 @@ func BenchmarkShiftedSample(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, k := range []int{0, 2} {
-		src, err := Shifted(e, OmniglotSide, OmniglotSide, 1, k)
+	for _, a := range []struct {
+		name       string
+		shift      int
+		deg, scale float64
+	}{{"plain", 0, 0, 0}, {"shift2", 2, 0, 0}, {"shift2-rotate10-scale0.15", 2, 10, 0.15}} {
+		src, err := Shifted(e, OmniglotSide, OmniglotSide, 1, a.shift)
+		if err == nil {
+			src, err = Warped(src, OmniglotSide, OmniglotSide, 1, a.deg, a.scale)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("shift%d", k), func(b *testing.B) {
+		b.Run(a.name, func(b *testing.B) {
 			var batch task.Batch
 			batch.Resize(6, 60, 300, OmniglotPixels, 60)
 			rng := rand.New(rand.NewPCG(1, 1))

@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -157,21 +156,7 @@ func TestWarpedEpisodes(t *testing.T) {
 		t.Errorf("14 images took %d distinct angles", len(seen))
 	}
 
-	vary, err := Warped(patternedVarying{plain}, h, w, c, maxDeg, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := vary.(task.Varying)
-	if !ok {
-		t.Fatal("a varying source lost SampleVarying")
-	}
-	var vp, vs task.Batch
-	patternedVarying{plain}.SampleVarying(rand.New(rand.NewPCG(3, 4)), &vp)
-	v.SampleVarying(rand.New(rand.NewPCG(3, 4)), &vs)
-	if vp.NS != vs.NS || !slices.Equal(vp.YS, vs.YS) || slices.Equal(vp.XS[:vp.NS*in], vs.XS[:vs.NS*in]) {
-		t.Errorf("varying: %d support rows against %d, labels equal %v, images warped %v",
-			vs.NS, vp.NS, slices.Equal(vp.YS, vs.YS), !slices.Equal(vp.XS[:vp.NS*in], vs.XS[:vs.NS*in]))
-	}
+	checkVaryingAugmented(t, func(src task.Source) (task.Source, error) { return Warped(src, h, w, c, maxDeg, 0) })
 }
 
 func TestWarpedRefuses(t *testing.T) {
@@ -190,36 +175,5 @@ func TestWarpedRefuses(t *testing.T) {
 		if _, err := Warped(patterned{6, 7, 2, 3}, tc.h, tc.w, tc.c, tc.deg, tc.scale); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Warped(%d×%d×%d, %v°, ±%v): %v, want an error saying %q", tc.h, tc.w, tc.c, tc.deg, tc.scale, err, tc.want)
 		}
-	}
-}
-
-// BenchmarkWarpedSample measures what augment_rotate and augment_scale add
-// to an iteration's sampling of 2,160 images (BenchmarkShiftedSample's
-// episodes): the plain sampler, then the same wrapped with turns of up to
-// 10° and scales of up to ±15%.
-func BenchmarkWarpedSample(b *testing.B) {
-	o := realOmniglot(b)
-	train, err := o.Split("train")
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := NewEpisodes(train, 60, 1, 5)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, deg := range []float64{0, 10} {
-		src, err := Warped(e, OmniglotSide, OmniglotSide, 1, deg, deg/10*0.15)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(fmt.Sprintf("rotate%g", deg), func(b *testing.B) {
-			var batch task.Batch
-			batch.Resize(6, 60, 300, OmniglotPixels, 60)
-			rng := rand.New(rand.NewPCG(1, 1))
-			b.ReportAllocs()
-			for b.Loop() {
-				src.Sample(rng, &batch)
-			}
-		})
 	}
 }

@@ -131,18 +131,8 @@ func TestAugmentShiftMovesOnlyTrainingImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	draw := func(src task.Source) task.Batch {
-		var b task.Batch
-		b.Resize(2, c.Way*c.Shot, c.Way*c.Query, src.InDim(), src.OutDim())
-		src.Sample(rand.New(rand.NewPCG(11, 12)), &b)
-		return b
-	}
-	for _, pair := range [][2]task.Source{{plain.Val, aug.Val}, {plain.Test, aug.Test}} {
-		a, b := draw(pair[0]), draw(pair[1])
-		if !slices.Equal(a.XS, b.XS) || !slices.Equal(a.XQ, b.XQ) {
-			t.Error("augment_shift changed validation or test images")
-		}
-	}
+	draw := func(src task.Source) task.Batch { return drawTwo(src, c) }
+	checkSameEvalImages(t, plain, aug, c, "augment_shift")
 	a, b := draw(plain.Train), draw(aug.Train)
 	if !slices.Equal(a.YS, b.YS) || !slices.Equal(a.YQ, b.YQ) {
 		t.Error("augment_shift changed the training labels")
@@ -190,18 +180,8 @@ func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	draw := func(src task.Source) task.Batch {
-		var b task.Batch
-		b.Resize(2, c.Way*c.Shot, c.Way*c.Query, src.InDim(), src.OutDim())
-		src.Sample(rand.New(rand.NewPCG(11, 12)), &b)
-		return b
-	}
-	for _, pair := range [][2]task.Source{{plain.Val, aug.Val}, {plain.Test, aug.Test}} {
-		a, b := draw(pair[0]), draw(pair[1])
-		if !slices.Equal(a.XS, b.XS) || !slices.Equal(a.XQ, b.XQ) {
-			t.Error("augment_rotate or augment_scale changed validation or test images")
-		}
-	}
+	draw := func(src task.Source) task.Batch { return drawTwo(src, c) }
+	checkSameEvalImages(t, plain, aug, c, "augment_rotate or augment_scale")
 	a, b := draw(sh.Train), draw(aug.Train)
 	if !slices.Equal(a.YS, b.YS) || !slices.Equal(a.YQ, b.YQ) {
 		t.Error("warping changed the training labels")
@@ -227,6 +207,26 @@ func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
 	}
 	if a2 := draw(same.Train); !slices.Equal(a.XS, a2.XS) || !slices.Equal(a.XQ, a2.XQ) {
 		t.Error("augment_rotate and augment_scale of 0 changed the shift-only run's images")
+	}
+}
+
+// drawTwo draws two training-shaped episodes of c from src, seeded.
+func drawTwo(src task.Source, c engine.Config) task.Batch {
+	var b task.Batch
+	b.Resize(2, c.Way*c.Shot, c.Way*c.Query, src.InDim(), src.OutDim())
+	src.Sample(rand.New(rand.NewPCG(11, 12)), &b)
+	return b
+}
+
+// checkSameEvalImages checks that the augmented sources' validation and
+// test episodes are the plain ones to the byte.
+func checkSameEvalImages(t *testing.T, plain, aug Sources, c engine.Config, what string) {
+	t.Helper()
+	for _, pair := range [][2]task.Source{{plain.Val, aug.Val}, {plain.Test, aug.Test}} {
+		a, b := drawTwo(pair[0], c), drawTwo(pair[1], c)
+		if !slices.Equal(a.XS, b.XS) || !slices.Equal(a.XQ, b.XQ) {
+			t.Errorf("%s changed validation or test images", what)
+		}
 	}
 }
 
