@@ -507,14 +507,13 @@ func (c Config) validateAugment() error {
 	}
 	_, h, w, ok := c.ImageInput()
 	if !ok {
-		for _, f := range []struct {
-			what string
-			on   bool
-		}{{"augment_shift shifts", k != 0}, {"augment_rotate turns", c.AugmentRotate != 0}, {"augment_scale scales", c.AugmentScale != 0}} {
-			if f.on {
-				return fmt.Errorf("%s images, and this run's ψ reads feature vectors, not images: leave it out", f.what)
-			}
+		what := "augment_shift shifts"
+		if k == 0 && c.AugmentRotate != 0 {
+			what = "augment_rotate turns"
+		} else if k == 0 {
+			what = "augment_scale scales"
 		}
+		return fmt.Errorf("%s images, and this run's ψ reads feature vectors, not images: leave it out", what)
 	}
 	if k >= min(h, w) {
 		return fmt.Errorf("augment_shift %d would shift a %d×%d image out of its frame: give at most %d", k, h, w, min(h, w)-1)
