@@ -29,13 +29,19 @@ func Shifted(src task.Source, h, w, c, maxShift int) (task.Source, error) {
 	case maxShift >= min(h, w):
 		return nil, fmt.Errorf("datasets: shifting %d×%d images by up to %d pixels would move them out of their frame", h, w, maxShift)
 	case src.InDim() != h*w*c:
-		return nil, fmt.Errorf("datasets: %s inputs have %d values, not the %d of a %d×%d×%d image", src.Name(), src.InDim(), h*w*c, h, w, c)
+		return nil, notImages(src, h, w, c)
 	}
 	return augmentImages(src, func(rng *rand.Rand, img, tmp []float64) {
 		dy := rng.IntN(2*maxShift+1) - maxShift
 		dx := rng.IntN(2*maxShift+1) - maxShift
 		shiftImage(img, tmp, h, w, c, dy, dx)
 	}), nil
+}
+
+// notImages is the error of an augmentation asked of a source whose inputs
+// are not h×w×c images.
+func notImages(src task.Source, h, w, c int) error {
+	return fmt.Errorf("datasets: %s inputs have %d values, not the %d of a %d×%d×%d image", src.Name(), src.InDim(), h*w*c, h, w, c)
 }
 
 // augmentImages returns src with every image of its episodes changed in

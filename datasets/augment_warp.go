@@ -34,7 +34,7 @@ func Warped(src task.Source, h, w, c int, maxDeg, maxScale float64) (task.Source
 	case h < 1 || w < 1 || c < 1:
 		return nil, fmt.Errorf("datasets: warping %d×%d×%d images: every size must be positive", h, w, c)
 	case src.InDim() != h*w*c:
-		return nil, fmt.Errorf("datasets: %s inputs have %d values, not the %d of a %d×%d×%d image", src.Name(), src.InDim(), h*w*c, h, w, c)
+		return nil, notImages(src, h, w, c)
 	}
 	maxRad := maxDeg * math.Pi / 180
 	return augmentImages(src, func(rng *rand.Rand, img, tmp []float64) {
