@@ -176,6 +176,14 @@ type Config struct {
 	// unwarped run's. Validation and test images are never warped. 0: none.
 	AugmentRotate float64 `json:"augment_rotate,omitempty"`
 	AugmentScale  float64 `json:"augment_scale,omitempty"`
+	// TrainSplit is the split training episodes are drawn from: "train"
+	// (also when empty) or "trainval", the training and validation
+	// classes together, as Vinyals et al. and Prototypical Networks train
+	// on the 1,200 characters of their Omniglot split (the MetaKernel
+	// paper on 1,100). A validation would then score classes the model
+	// has trained on and pick nothing, so trainval takes val_every 0 and
+	// the last parameters are tested.
+	TrainSplit string `json:"train_split,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -237,6 +245,21 @@ func (c Config) TrainingShot() int {
 		return c.TrainShot
 	}
 	return c.Shot
+}
+
+// Training splits (Config.TrainSplit).
+const (
+	SplitTrain    = "train"
+	SplitTrainVal = "trainval"
+)
+
+// TrainingSplit is the split training episodes are drawn from:
+// TrainSplit when set, else "train".
+func (c Config) TrainingSplit() string {
+	if c.TrainSplit != "" {
+		return c.TrainSplit
+	}
+	return SplitTrain
 }
 
 // ClearTrainingShape clears the settings that shape only training
@@ -410,6 +433,17 @@ func (c Config) Validate() error {
 	}
 	if c.ValEvery > 0 && c.ValTasks <= 0 {
 		errs = append(errs, errors.New("val_every needs val_tasks > 0"))
+	}
+	switch c.TrainSplit {
+	case "", SplitTrain:
+	case SplitTrainVal:
+		if c.Way == 0 || c.Varying {
+			errs = append(errs, errors.New("train_split chooses the classes of fixed classification episodes; this run has none: leave it out"))
+		} else if c.ValEvery > 0 {
+			errs = append(errs, errors.New("train_split trainval trains on the validation classes, so a validation would score classes the model has seen and select nothing: set val_every=0 (the last parameters are tested)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("train_split %q is not one of train, trainval", c.TrainSplit))
 	}
 	for i, w := range c.EmbedHidden {
 		pos(fmt.Sprintf("embed_hidden[%d]", i), w)

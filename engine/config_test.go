@@ -68,6 +68,40 @@ func TestConfigAugmentWarp(t *testing.T) {
 	}
 }
 
+// train_split takes train or trainval, trainval only on fixed
+// classification episodes and without validation (which would score
+// classes trained on); the default is the training split.
+func TestConfigTrainSplit(t *testing.T) {
+	c := omniglotLikeConfig()
+	if got := c.TrainingSplit(); got != SplitTrain {
+		t.Errorf("default training split %q", got)
+	}
+	for _, tc := range []struct {
+		split    string
+		valEvery int
+		want     string
+	}{
+		{"", 500, ""}, {"train", 500, ""}, {"trainval", 0, ""},
+		{"trainval", 500, "set val_every=0"},
+		{"val", 0, `train_split "val" is not one of train, trainval`},
+		{"test", 0, "is not one of train, trainval"},
+	} {
+		c.TrainSplit, c.ValEvery, c.ValTasks = tc.split, tc.valEvery, 500
+		if err := c.Validate(); (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("train_split %q, val_every %d: %v, want %q", tc.split, tc.valEvery, err, tc.want)
+		}
+	}
+	c.TrainSplit, c.ValEvery = SplitTrainVal, 0
+	if got := c.TrainingSplit(); got != SplitTrainVal {
+		t.Errorf("training split %q", got)
+	}
+	r := sineConfig("metakernel")
+	r.TrainSplit = SplitTrainVal
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "this run has none: leave it out") {
+		t.Errorf("trainval on a regression run: %v", err)
+	}
+}
+
 // The estimate grows with every size, does not overflow, and sees the
 // issue's bases=100000000 as far beyond any machine.
 func TestMemoryEstimate(t *testing.T) {

@@ -206,6 +206,9 @@ func newSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 	if (len(cfg.Sources) > 0 || len(cfg.TestSources) > 0) && name != "metadataset" && name != "mdembed" {
 		return Sources{}, fmt.Errorf("the sources and test_sources settings apply to the Meta-Dataset presets, not to %s", name)
 	}
+	if cfg.TrainingSplit() != engine.SplitTrain && name != "omniglot" && name != "cifarfs" && name != "miniimagenet" {
+		return Sources{}, fmt.Errorf("train_split %s applies to the omniglot, cifarfs and miniimagenet presets, whose validation classes can join the training ones; %s runs train on their training split: leave it out", cfg.TrainSplit, name)
+	}
 	switch name {
 	case "sine":
 		return Sources{Train: datasets.Sine{}}, nil
@@ -325,12 +328,13 @@ type splitShape struct {
 }
 
 // splitShapes are a run's three splits: training episodes of
-// cfg.TrainingWay() classes, cfg.TrainingShot() shots and cfg.Query
+// cfg.TrainingSplit()'s classes (the training split, or the training and
+// validation splits together), cfg.TrainingWay() of them an episode, cfg.TrainingShot() shots and cfg.Query
 // queries, validation and test episodes of cfg.Way, cfg.Shot and
 // cfg.EvalQuery, their sources going into s.
 func splitShapes(cfg engine.Config, s *Sources) []splitShape {
 	return []splitShape{
-		{"train", cfg.TrainingWay(), cfg.TrainingShot(), cfg.Query, &s.Train},
+		{cfg.TrainingSplit(), cfg.TrainingWay(), cfg.TrainingShot(), cfg.Query, &s.Train},
 		{"val", cfg.Way, cfg.Shot, cfg.EvalQuery, &s.Val},
 		{"test", cfg.Way, cfg.Shot, cfg.EvalQuery, &s.Test},
 	}

@@ -211,6 +211,46 @@ func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
 }
 
 // drawTwo draws two training-shaped episodes of c from src, seeded.
+// train_split=trainval draws training episodes from the 4,800 classes of
+// the training and validation characters (the published trainval.txt),
+// the validation and test episodes unchanged to the byte; families
+// without such a split refuse it, naming the key.
+func TestTrainSplitTrainVal(t *testing.T) {
+	p, _ := Get("omniglot-5w1s")
+	plain, err := NewSources(p.Source, p.Config, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	c.TrainSplit, c.ValEvery = engine.SplitTrainVal, 0
+	tv, err := NewSources(p.Source, c, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := func(src task.Source) int { return src.(*datasets.Episodes).Set().NumClasses() }
+	if a, b := classes(plain.Train), classes(tv.Train); a != 4112 || b != 4800 {
+		t.Errorf("training classes %d (train) and %d (trainval), want 4112 and 4800", a, b)
+	}
+	if a, b := classes(tv.Val), classes(tv.Test); a != 688 || b != 1692 {
+		t.Errorf("trainval run validates on %d classes, tests on %d", a, b)
+	}
+	checkSameEvalImages(t, plain, tv, c, "train_split")
+	if a, b := drawTwo(plain.Train, c), drawTwo(tv.Train, c); slices.Equal(a.XS, b.XS) {
+		t.Error("trainval drew the training split's episodes")
+	}
+	for _, name := range []string{"sine-5shot", "domainnet-5w1s"} {
+		q, err := Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qc := q.Config
+		qc.TrainSplit, qc.ValEvery = engine.SplitTrainVal, 0
+		if _, err := NewSources(q.Source, qc, t.TempDir()); err == nil || !strings.Contains(err.Error(), "train_split trainval applies to the omniglot") {
+			t.Errorf("%s with train_split=trainval: %v", name, err)
+		}
+	}
+}
+
 func drawTwo(src task.Source, c engine.Config) task.Batch {
 	var b task.Batch
 	b.Resize(2, c.Way*c.Shot, c.Way*c.Query, src.InDim(), src.OutDim())

@@ -182,6 +182,7 @@ var overrides = []override{
 	{"way", KindInt, "classes per task (variable episodes: the most)", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
 	{"shot", KindInt, "support points per task (per class when classifying)", fixedShape, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"train_way", KindInt, "classes per training episode, above way (validation and test keep way)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainWay })},
+	{"train_split", KindString, "split of the training episodes: train, or trainval (the training and validation classes, as Prototypical Networks train; needs val_every=0, the last parameters tested)", fixedClasses, func(c *engine.Config, v any) { c.TrainSplit = v.(string) }},
 	{"train_shot", KindInt, "support images per class of a training episode (validation and test keep shot)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainShot })},
 	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"augment_shift", KindInt, "training images shifted by up to this many pixels in each direction, each its own shift (0 = none, the paper's); validation and test images never", usesImages, intField(func(c *engine.Config) *int { return &c.AugmentShift })},
