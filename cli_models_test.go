@@ -145,6 +145,35 @@ func TestModelsExportListEval(t *testing.T) {
 	}
 }
 
+// A run trained on the training and validation classes together
+// (train_split=trainval) does not validate: its export is its last
+// parameters, listed as such, and evaluates to its recorded result.
+func TestModelsExportLastParameters(t *testing.T) {
+	root := t.TempDir()
+	run, lib := filepath.Join(root, "run"), filepath.Join(root, "models")
+	args := []string{"run", "--preset", "omniglot-5w1s", "--iters", "3", "--eval-tasks", "10", "--set", "train_split=trainval", "--set", "val_every=0",
+		"--set", "conv_filters=4", "--set", "infer_hidden=16", "--set", "prior_hidden=16", "--set", "flow_hidden=16", "--set", "bases=32", "--out", run, "--quiet"}
+	if out, e, code := mkbench(t, args...); code != 0 {
+		t.Fatalf("run (exit %d): %s%s", code, out, e)
+	}
+	if out, e, code := mkbench(t, "models", "export", run, "--name", "tv", "--dir", lib); code != 0 {
+		t.Fatalf("export (exit %d): %s%s", code, out, e)
+	}
+	info := string(readAll(t, filepath.Join(lib, "tv", "model.json")))
+	if !strings.Contains(info, `"last": true`) || !strings.Contains(info, `"train_split=\"trainval\""`) {
+		t.Errorf("model.json of a run without validation: %s", info)
+	}
+	if _, err := os.Stat(filepath.Join(lib, "tv", "val.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("a run without validation exported a val.jsonl: %v", err)
+	}
+	if out, e, code := mkbench(t, "models", "--dir", lib); code != 0 || !strings.Contains(out, "3 (last)") {
+		t.Errorf("models (exit %d): %s%s", code, out, e)
+	}
+	if out, e, code := mkbench(t, "eval", "--model", "tv", "--models-dir", lib); code != 0 || !strings.Contains(out, "matches the model's recorded test result") {
+		t.Errorf("eval --model (exit %d): %s%s", code, out, e)
+	}
+}
+
 // The sweep files the shipped models are trained from plan without error.
 func TestShippedModelSweepsPlan(t *testing.T) {
 	files, _ := filepath.Glob("presets/models/sweeps/*.yaml")

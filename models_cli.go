@@ -54,7 +54,11 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "MODEL\tPRESET\tVARIANT\tTEST\tTRAINED\tITERATIONS\tPARAMETERS")
 	for _, m := range list {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (best %d)\t%d\n", m.Name, m.Preset, m.Variant, m.Test, m.TrainSeconds/60, m.Iters, m.BestIter, m.Params)
+		at := fmt.Sprintf("best %d", m.BestIter)
+		if m.Last {
+			at = "last"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (%s)\t%d\n", m.Name, m.Preset, m.Variant, m.Test, m.TrainSeconds/60, m.Iters, at, m.Params)
 	}
 	w.Flush()
 	return 0

@@ -210,8 +210,12 @@ func (p *picker) HelpGroups() []helpGroup {
 // modelSummary is a shipped model's line: what it was trained as, how
 // long, and the choices that differ from its preset.
 func modelSummary(m models.Info) string {
-	s := fmt.Sprintf("%s (%s) · best of %s iterations at %s · %s of training · test %s",
-		m.Preset, m.Variant, count(m.Iters), count(m.BestIter), eta(secondsETA(m.TrainSeconds)), m.Test.String())
+	params := fmt.Sprintf("best of %s iterations at %s", count(m.Iters), count(m.BestIter))
+	if m.Last {
+		params = fmt.Sprintf("last of %s iterations (not validated)", count(m.Iters))
+	}
+	s := fmt.Sprintf("%s (%s) · %s · %s of training · test %s",
+		m.Preset, m.Variant, params, eta(secondsETA(m.TrainSeconds)), m.Test.String())
 	if len(m.Settings) > 0 {
 		s += " · " + strings.Join(m.Settings, " ")
 	}

@@ -157,3 +157,17 @@ func readFile(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// A model's picker line says which parameters it holds: the best
+// validation's, at their iteration, or the last of a run that did not
+// validate.
+func TestModelSummaryNamesItsParameters(t *testing.T) {
+	m := models.Info{Preset: "omniglot-5w1s", Variant: "metakernel", Iters: 4800, BestIter: 4500, TrainSeconds: 4530}
+	if s := modelSummary(m); !strings.Contains(s, "best of 4800 iterations at 4500") {
+		t.Errorf("best-validation model: %s", s)
+	}
+	m.BestIter, m.Last = 4800, true
+	if s := modelSummary(m); !strings.Contains(s, "last of 4800 iterations (not validated)") || strings.Contains(s, "best") {
+		t.Errorf("last-parameters model: %s", s)
+	}
+}

@@ -53,9 +53,14 @@ func (l Library) Materialize(name, dir string) (aside string, err error) {
 	if err := runfile.WriteJSON(filepath.Join(dir, engine.FileConfig), engine.RunConfig{Preset: ck.Preset, Source: ck.Source, Config: ck.Config}, 0o644); err != nil {
 		return aside, err
 	}
-	test := info.Test
+	// A model of a run that did not validate is its last parameters: the
+	// summary says so as that run's did, with no best iteration.
+	test, which, bestIter := info.Test, "best", info.BestIter
+	if info.Last {
+		which, bestIter = "last", 0
+	}
 	sum := engine.Summary{Preset: ck.Preset, Variant: ck.Config.Variant(), Source: ck.Source, Seed: ck.Config.Seed, Iters: info.Iters,
-		TrainSeconds: info.TrainSeconds, Eval: &test, EvalCheckpoint: "best", BestIter: info.BestIter, BestVal: ck.BestEval,
+		TrainSeconds: info.TrainSeconds, Eval: &test, EvalCheckpoint: which, BestIter: bestIter, BestVal: ck.BestEval,
 		Params: info.Params, Finished: info.Exported, Config: ck.Config}
 	if info.Iters > 0 {
 		sum.MsPerIter = 1000 * info.TrainSeconds / float64(info.Iters)

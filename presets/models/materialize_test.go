@@ -109,3 +109,35 @@ func TestMaterializeReplacesAnEarlierModel(t *testing.T) {
 		t.Errorf("the refused folder was changed: %d entries", len(entries))
 	}
 }
+
+// A model of a run that did not validate (Info.Last) materializes as that
+// run's directory would read: evaluated on its last parameters, with no
+// best iteration.
+func TestMaterializeLastParameters(t *testing.T) {
+	lib := libraryOf(t, "tv", "omniglot-5w1s")
+	infoPath := filepath.Join(lib.where, "tv", FileInfo)
+	b, err := os.ReadFile(infoPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["last"] = true
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(infoPath, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	if _, err := lib.Materialize("tv", dir); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := engine.ReadSummary(dir)
+	if err != nil || sum == nil {
+		t.Fatalf("summary: %v", err)
+	}
+	if sum.EvalCheckpoint != "last" || sum.BestIter != 0 {
+		t.Errorf("materialized summary: eval_checkpoint %q, best_iter %d; want last, 0", sum.EvalCheckpoint, sum.BestIter)
+	}
+}

@@ -46,7 +46,10 @@ type Info struct {
 	TrainSeconds float64           `json:"train_seconds"`
 	Iters        int               `json:"iters"`     // iterations trained
 	BestIter     int               `json:"best_iter"` // the iteration whose parameters these are
-	Params       int               `json:"params"`
+	// Last marks the last parameters of a run that did not validate
+	// (train_split trainval, val_every 0), not its best validation's.
+	Last   bool `json:"last,omitempty"`
+	Params int  `json:"params"`
 	// Settings are the run's settings that differ from its preset's, as
 	// key=value: the choices that made it.
 	Settings []string  `json:"settings,omitempty"`
@@ -153,7 +156,7 @@ func Export(runDir, dst, name string, settings []string, evaluate func(*engine.C
 	if name == "" || name != filepath.Base(name) || name[0] == '.' {
 		return info, fmt.Errorf("models: %q is not a model name (a plain folder name)", name)
 	}
-	ck, _, _, err := engine.LoadEvalCheckpoint(runDir)
+	ck, which, _, err := engine.LoadEvalCheckpoint(runDir)
 	if err != nil {
 		return info, err
 	}
@@ -182,7 +185,7 @@ func Export(runDir, dst, name string, settings []string, evaluate func(*engine.C
 	}
 	test.PerTask = nil
 	info = Info{Name: name, Preset: ck.Preset, Variant: ck.Config.Variant(), Source: ck.Source, Test: test,
-		TrainSeconds: ck.TrainSeconds, Iters: max(sum.Iters, ck.Iter), BestIter: ck.Iter, Params: paramCount(ck),
+		TrainSeconds: ck.TrainSeconds, Iters: max(sum.Iters, ck.Iter), BestIter: ck.Iter, Last: which == "last", Params: paramCount(ck),
 		Settings: settings, Exported: time.Now().UTC().Truncate(time.Second)}
 	if sum.TrainSeconds > 0 {
 		info.TrainSeconds = sum.TrainSeconds
