@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,17 @@ func TestConfigDiff(t *testing.T) {
 	}
 	if d := ConfigDiff(a.Config, a.Config); len(d) != 0 {
 		t.Errorf("a config differs from itself: %v", d)
+	}
+	// Fields left out at their zero values read as those zeros, of each
+	// field's type; a field of an object one config lacks reads empty.
+	c := a.Config
+	c.AugmentShift, c.LRSchedule, c.TrainSplit = 3, engine.LRCosine, engine.SplitTrainVal
+	got = strings.Join(ConfigDiff(c, a.Config), " ")
+	if got != `augment_shift=0 lr_schedule="" train_split=""` {
+		t.Errorf("diff back to the zeros %q", got)
+	}
+	s, _ := Get("sine-5shot")
+	if got := ConfigDiff(a.Config, s.Config); !slices.Contains(got, "conv.filters=") || !slices.Contains(got, "val_every=0") {
+		t.Errorf("diff to a config without a ψ of convolutions: %v", got)
 	}
 }

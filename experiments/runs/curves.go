@@ -71,8 +71,9 @@ func interpolate(xs, ys []float64, x float64) float64 {
 
 // Diff is the settings that differ between configs, for a side-by-side
 // table: keys (sorted, dotted for nested fields as presets.ConfigDiff
-// names them) and vals[i][k], config i's value of keys[k] ("" where it
-// lacks the field).
+// names them) and vals[i][k], config i's value of keys[k] (as
+// presets.ConfigDiff writes it: the field's zero where config i leaves it
+// out, "" where it lacks the object holding it).
 func Diff(cfgs []engine.Config) (keys []string, vals [][]string) {
 	if len(cfgs) < 2 {
 		return nil, nil
