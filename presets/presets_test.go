@@ -94,10 +94,7 @@ func TestOmniglotPresetsMatchThePaper(t *testing.T) {
 
 func TestOmniglotSourcesUseTheSplits(t *testing.T) {
 	p, _ := Get("omniglot-20w5s")
-	s, err := NewSources(p.Source, p.Config, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := omniglotSources(t, p.Config)
 	for _, tc := range []struct {
 		src     task.Source
 		classes int
@@ -121,16 +118,10 @@ func TestOmniglotSourcesUseTheSplits(t *testing.T) {
 // with the ink that stays in the frame.
 func TestAugmentShiftMovesOnlyTrainingImages(t *testing.T) {
 	p, _ := Get("omniglot-5w1s")
-	plain, err := NewSources(p.Source, p.Config, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := omniglotSources(t, p.Config)
 	c := p.Config
 	c.AugmentShift = 2
-	aug, err := NewSources(p.Source, c, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	aug := omniglotSources(t, c)
 	draw := func(src task.Source) task.Batch { return drawTwo(src, c) }
 	checkSameEvalImages(t, plain, aug, c, "augment_shift")
 	a, b := draw(plain.Train), draw(aug.Train)
@@ -164,22 +155,13 @@ func TestAugmentShiftMovesOnlyTrainingImages(t *testing.T) {
 // [0, 1]), and with both 0 the sources are the shift-only run's.
 func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
 	p, _ := Get("omniglot-5w1s")
-	plain, err := NewSources(p.Source, p.Config, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := omniglotSources(t, p.Config)
 	shiftOnly := p.Config
 	shiftOnly.AugmentShift = 2
-	sh, err := NewSources(p.Source, shiftOnly, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sh := omniglotSources(t, shiftOnly)
 	c := shiftOnly
 	c.AugmentRotate, c.AugmentScale = 10, 0.15
-	aug, err := NewSources(p.Source, c, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	aug := omniglotSources(t, c)
 	draw := func(src task.Source) task.Batch { return drawTwo(src, c) }
 	checkSameEvalImages(t, plain, aug, c, "augment_rotate or augment_scale")
 	a, b := draw(sh.Train), draw(aug.Train)
@@ -201,10 +183,7 @@ func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
 		t.Errorf("only %d of %d training query images warped", changed, n)
 	}
 	c.AugmentRotate, c.AugmentScale = 0, 0
-	same, err := NewSources(p.Source, c, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	same := omniglotSources(t, c)
 	if a2 := draw(same.Train); !slices.Equal(a.XS, a2.XS) || !slices.Equal(a.XQ, a2.XQ) {
 		t.Error("augment_rotate and augment_scale of 0 changed the shift-only run's images")
 	}
@@ -217,16 +196,10 @@ func TestAugmentWarpTurnsOnlyTrainingImages(t *testing.T) {
 // without such a split refuse it, naming the key.
 func TestTrainSplitTrainVal(t *testing.T) {
 	p, _ := Get("omniglot-5w1s")
-	plain, err := NewSources(p.Source, p.Config, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := omniglotSources(t, p.Config)
 	c := p.Config
 	c.TrainSplit, c.ValEvery = engine.SplitTrainVal, 0
-	tv, err := NewSources(p.Source, c, dataDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tv := omniglotSources(t, c)
 	classes := func(src task.Source) int { return src.(*datasets.Episodes).Set().NumClasses() }
 	if a, b := classes(plain.Train), classes(tv.Train); a != 4112 || b != 4800 {
 		t.Errorf("training classes %d (train) and %d (trainval), want 4112 and 4800", a, b)
@@ -249,6 +222,17 @@ func TestTrainSplitTrainVal(t *testing.T) {
 			t.Errorf("%s with train_split=trainval: %v", name, err)
 		}
 	}
+}
+
+// omniglotSources is NewSources for an Omniglot preset's config c on the
+// real data.
+func omniglotSources(t *testing.T, c engine.Config) Sources {
+	t.Helper()
+	s, err := NewSources("omniglot", c, dataDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func drawTwo(src task.Source, c engine.Config) task.Batch {
