@@ -329,9 +329,10 @@ type splitShape struct {
 
 // splitShapes are a run's three splits: training episodes of
 // cfg.TrainingSplit()'s classes (the training split, or the training and
-// validation splits together), cfg.TrainingWay() of them an episode, cfg.TrainingShot() shots and cfg.Query
-// queries, validation and test episodes of cfg.Way, cfg.Shot and
-// cfg.EvalQuery, their sources going into s.
+// validation splits together), cfg.TrainingWay() of them an episode,
+// cfg.TrainingShot() shots and cfg.Query queries, validation and test
+// episodes of cfg.Way, cfg.Shot and cfg.EvalQuery, their sources going
+// into s.
 func splitShapes(cfg engine.Config, s *Sources) []splitShape {
 	return []splitShape{
 		{cfg.TrainingSplit(), cfg.TrainingWay(), cfg.TrainingShot(), cfg.Query, &s.Train},
