@@ -80,6 +80,19 @@ func TestModelsExportListEval(t *testing.T) {
 	if d, same, one := evalMean(), evalMean("--bases", "32"), evalMean("--bases", "1"); same != d || one == d {
 		t.Errorf("eval --bases: %s with the run's 32 bases, %s with 32, %s with 1", d, same, one)
 	}
+	// Evaluation settings are chosen on the validation classes: --val
+	// scores other episodes than the test, and --support-shift changes
+	// the scores of the same episodes.
+	if test, val, shifted := evalMean(), evalMean("--val"), evalMean("--val", "--support-shift", "1"); val == test || shifted == val {
+		t.Errorf("eval --val --support-shift: %s on the test classes, %s on the validation classes, %s with shifted support copies", test, val, shifted)
+	}
+	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--val", "--support-shift", "2", "--eval-tasks", "2"); code != 0 ||
+		!strings.Contains(out, "shifted by up to 2 pixels (25 images each)") || !strings.Contains(out, "on the validation classes") || strings.Contains(out, "recorded test result") {
+		t.Errorf("eval --val --support-shift 2 (exit %d): %s%s", code, out, e)
+	}
+	if _, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--support-shift", "28"); code == 0 || !strings.Contains(e, "eval_support_shift 28 would shift a 28×28 image out of its frame") {
+		t.Errorf("eval --support-shift 28 (exit %d): %s", code, e)
+	}
 	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--bases", "8", "--eval-tasks", "2"); code != 0 || !strings.Contains(out, "with 8 bases drawn per task") {
 		t.Errorf("eval --bases 8 (exit %d): %s%s", code, out, e)
 	}
@@ -171,6 +184,9 @@ func TestModelsExportLastParameters(t *testing.T) {
 	}
 	if out, e, code := mkbench(t, "eval", "--model", "tv", "--models-dir", lib); code != 0 || !strings.Contains(out, "matches the model's recorded test result") {
 		t.Errorf("eval --model (exit %d): %s%s", code, out, e)
+	}
+	if _, e, code := mkbench(t, "eval", "--model", "tv", "--models-dir", lib, "--val"); code == 0 || !strings.Contains(e, "trained on its validation classes") {
+		t.Errorf("eval --val of a model trained on train ∪ val (exit %d): %s", code, e)
 	}
 }
 

@@ -36,6 +36,8 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
 	samples := fs.Int("samples", 0, "ω draws averaged per prediction (the posterior predictive; default: the run's eval_samples)")
 	bases := fs.Int("bases", 0, "random Fourier bases D drawn per task at evaluation (default: the run's bases, as trained); no parameter depends on D, so more bases estimate the same kernel with less noise")
+	shift := fs.Int("support-shift", 0, "image classification: join each support image with its copies shifted by up to this many pixels in each direction, (2r+1)² images of each (test-time augmentation of the support set; default: the run's eval_support_shift, 0 = none)")
+	onVal := fs.Bool("val", false, "evaluate on the run's validation classes instead of its test classes (to choose evaluation settings without touching the test split)")
 	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
 	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
 	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
@@ -105,6 +107,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if set["bases"] {
 		c.Bases = *bases
 	}
+	if set["support-shift"] {
+		c.EvalSupportShift = *shift
+	}
 	if set["query"] {
 		// The training source is built too (the model is rebuilt on it),
 		// so its queries follow.
@@ -127,6 +132,12 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if set["split"] && !set["folder"] {
 		return fail(stderr, errors.New("eval: --split applies to --folder DIR"))
 	}
+	if *onVal && (*folder != "" || set["test-sources"]) {
+		return fail(stderr, errors.New("eval: --val evaluates on the run's own validation classes: leave out --folder and --test-sources"))
+	}
+	if *onVal && c.TrainingSplit() != engine.SplitTrain {
+		return fail(stderr, fmt.Errorf("eval: --val: this model trained on its validation classes (train_split %s), so they test nothing", c.TrainSplit))
+	}
 	var srcs presets.Sources
 	if *folder != "" {
 		srcs, err = folderSources(*folder, *split, ck.Source, *c)
@@ -135,6 +146,12 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	}
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if *onVal {
+		if srcs.Val == nil {
+			return fail(stderr, fmt.Errorf("eval: --val: %s runs have no validation split", ck.Source))
+		}
+		srcs.Test, srcs.TestBy = srcs.Val, nil
 	}
 	n := c.EvalTasks
 	if set["eval-tasks"] {
@@ -169,11 +186,17 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if set["bases"] {
 		fmt.Fprintf(stdout, "with %d bases drawn per task\n", c.Bases)
 	}
+	if c.EvalSupportShift > 0 {
+		fmt.Fprintf(stdout, "with each support image and its copies shifted by up to %d pixels (%d images each)\n", c.EvalSupportShift, c.EvalShifts())
+	}
+	if *onVal {
+		fmt.Fprintln(stdout, "on the validation classes")
+	}
 	if *folder != "" {
 		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
 		return 0
 	}
-	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"] && !set["bases"]
+	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"] && !set["bases"] && !set["support-shift"] && !*onVal
 	if shipped != nil {
 		if same && shipped.Test.Tasks == res.Tasks {
 			if shipped.Test.Mean == res.Mean {

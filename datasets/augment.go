@@ -34,7 +34,7 @@ func Shifted(src task.Source, h, w, c, maxShift int) (task.Source, error) {
 	return augmentImages(src, func(rng *rand.Rand, img, tmp []float64) {
 		dy := rng.IntN(2*maxShift+1) - maxShift
 		dx := rng.IntN(2*maxShift+1) - maxShift
-		shiftImage(img, tmp, h, w, c, dy, dx)
+		task.ShiftImage(img, tmp, h, w, c, dy, dx)
 	}), nil
 }
 
@@ -90,21 +90,4 @@ func (s *augmented) changeBatch(rng *rand.Rand, b *task.Batch) {
 			s.change(rng, xs[r:r+in], tmp)
 		}
 	}
-}
-
-// shiftImage moves the h×w×c image img by dy rows and dx columns (pixel
-// (y, x) to (y+dy, x+dx)) in place, through tmp; uncovered pixels become
-// zero.
-func shiftImage(img, tmp []float64, h, w, c, dy, dx int) {
-	if dy == 0 && dx == 0 {
-		return
-	}
-	clear(tmp)
-	x0, x1 := max(0, -dx), min(w, w-dx) // source columns that stay in the frame
-	if x0 < x1 {
-		for y := max(0, -dy); y < min(h, h-dy); y++ {
-			copy(tmp[((y+dy)*w+x0+dx)*c:((y+dy)*w+x1+dx)*c], img[(y*w+x0)*c:(y*w+x1)*c])
-		}
-	}
-	copy(img, tmp)
 }

@@ -184,6 +184,14 @@ type Config struct {
 	// has trained on and pick nothing, so trainval takes val_every 0 and
 	// the last parameters are tested.
 	TrainSplit string `json:"train_split,omitempty"`
+	// EvalSupportShift, when set, evaluates (validation and test alike)
+	// with every support image joined by its copies shifted by up to this
+	// many pixels in each direction: (2r+1)² images of each, the original
+	// among them, the uncovered pixels zero; a k-shot episode is scored as
+	// a k·(2r+1)²-shot one. Query images are never shifted, nor training
+	// episodes. Test-time augmentation of the support set, for image
+	// classification with fixed episodes; 0: none (the paper's).
+	EvalSupportShift int `json:"eval_support_shift,omitempty"`
 
 	Iters int    `json:"iters"`
 	Seed  uint64 `json:"seed"`
@@ -491,6 +499,9 @@ func (c Config) Validate() error {
 	if err := c.validateAugment(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.validateEvalShift(); err != nil {
+		errs = append(errs, err)
+	}
 	if !(c.PsiWeightDecay >= 0 && c.PsiWeightDecay*c.LR < 1) {
 		errs = append(errs, fmt.Errorf("psi_weight_decay must be ≥ 0 and below 1/lr (a step must not flip ψ's weights), got %g", c.PsiWeightDecay))
 	}
@@ -553,4 +564,33 @@ func (c Config) validateAugment() error {
 		return fmt.Errorf("augment_shift %d would shift a %d×%d image out of its frame: give at most %d", k, h, w, min(h, w)-1)
 	}
 	return nil
+}
+
+// validateEvalShift checks that EvalSupportShift can copy this run's
+// support images.
+func (c Config) validateEvalShift() error {
+	r := c.EvalSupportShift
+	if r == 0 {
+		return nil
+	}
+	if r < 0 {
+		return fmt.Errorf("eval_support_shift must be ≥ 0 pixels, got %d", r)
+	}
+	_, h, w, ok := c.ImageInput()
+	switch {
+	case !ok || !c.Classify():
+		return errors.New("eval_support_shift copies the support images of image classification episodes, and this run's ψ reads feature vectors: leave it out")
+	case c.Varying:
+		return errors.New("eval_support_shift needs episodes of a fixed way and shot, and this run's vary: leave it out")
+	case r >= min(h, w):
+		return fmt.Errorf("eval_support_shift %d would shift a %d×%d image out of its frame: give at most %d", r, h, w, min(h, w)-1)
+	}
+	return nil
+}
+
+// EvalShifts is the number of images each support image becomes in an
+// evaluation: (2·EvalSupportShift+1)², 1 without.
+func (c Config) EvalShifts() int {
+	n := 2*max(c.EvalSupportShift, 0) + 1
+	return n * n
 }

@@ -38,6 +38,33 @@ func TestConfigAugmentShift(t *testing.T) {
 	}
 }
 
+// eval_support_shift needs fixed episodes of image classes, and no more
+// than fits their frame.
+func TestConfigEvalSupportShift(t *testing.T) {
+	c := sineConfig("metakernel")
+	c.EvalSupportShift = 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "eval_support_shift copies the support images") {
+		t.Errorf("on an MLP ψ: %v", err)
+	}
+	c = omniglotLikeConfig()
+	for r, want := range map[int]string{-1: "eval_support_shift must be ≥ 0", 28: "give at most 27", 27: "", 1: "", 0: ""} {
+		c.EvalSupportShift = r
+		if err := c.Validate(); (want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("eval_support_shift %d: %v, want %q", r, err, want)
+		}
+	}
+	for r, n := range map[int]int{0: 1, 1: 9, 2: 25} {
+		c.EvalSupportShift = r
+		if got := c.EvalShifts(); got != n {
+			t.Errorf("eval_support_shift %d: %d images a support image, want %d", r, got, n)
+		}
+	}
+	c.EvalSupportShift, c.Varying = 1, true
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs episodes of a fixed way and shot") {
+		t.Errorf("on varying episodes: %v", err)
+	}
+}
+
 // augment_rotate and augment_scale need images to warp, and bounds that
 // keep an image an image.
 func TestConfigAugmentWarp(t *testing.T) {

@@ -98,7 +98,7 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 	}
 	taskRNG := task.Stream(seed, taskStream, 0)
 	state := m.State.clone()
-	var b task.Batch
+	var b, shifted task.Batch
 	var mean, prob []float64
 	vary, _ := src.(task.Varying)
 	if vary != nil {
@@ -119,12 +119,18 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			b.Resize(T, c.SupportPoints(), query*max(c.Way, 1), src.InDim(), src.OutDim())
 			src.Sample(taskRNG, &b)
 		}
-		T, nq, out := b.T, b.NQ, b.OutDim
-		gr, err := m.graph(m.batchShape(&b, src))
+		bp := &b
+		if c.EvalSupportShift > 0 {
+			ch, h, w, _ := c.ImageInput()
+			shiftSupport(&shifted, &b, h, w, ch, c.EvalSupportShift)
+			bp = &shifted
+		}
+		T, nq, out := bp.T, bp.NQ, bp.OutDim
+		gr, err := m.graph(m.batchShape(bp, src))
 		if err != nil {
 			return res, err
 		}
-		n := len(b.YQ)
+		n := len(bp.YQ)
 		mean = task.Grow(mean, n)
 		clear(mean)
 		prob = task.Grow(prob, out)
@@ -135,7 +141,7 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 		for s := 0; s < samples; s++ {
 			m.drawNoise(task.Stream(seed, noiseStream, uint64(batch*samples+s)), T)
 			st := state.clone()
-			if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
+			if err := m.run(gr, bp, &m.noise, &st, nil); err != nil {
 				return res, err
 			}
 			if s == 0 {
@@ -161,13 +167,13 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			var v float64
 			for i := t * per; i < (t+1)*per; i += out {
 				if c.Classify() {
-					if ops.Argmax(mean[i:i+out]) == ops.Argmax(b.YQ[i:i+out]) {
+					if ops.Argmax(mean[i:i+out]) == ops.Argmax(bp.YQ[i:i+out]) {
 						v++
 					}
 					continue
 				}
 				for k := i; k < i+out; k++ {
-					d := mean[k] - b.YQ[k]
+					d := mean[k] - bp.YQ[k]
 					v += d * d
 				}
 			}
@@ -186,6 +192,37 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 		return res, fmt.Errorf("engine: evaluation produced NaN: %w", ErrNonFinite)
 	}
 	return res, nil
+}
+
+// shiftSupport makes dst the episodes of src with each support image
+// followed by its copies shifted by every (dy, dx) in −r … r but (0, 0)
+// (Config.EvalSupportShift), each copy with its image's target; queries
+// are src's. Images are h×w×c, channels-last.
+func shiftSupport(dst, src *task.Batch, h, w, c, r int) {
+	n := (2*r + 1) * (2*r + 1)
+	in, out := src.InDim, src.OutDim
+	dst.Resize(src.T, src.NS*n, src.NQ, in, out)
+	copy(dst.XQ, src.XQ)
+	copy(dst.YQ, src.YQ)
+	tmp := make([]float64, in)
+	for i := range src.T * src.NS {
+		x, y := src.XS[i*in:(i+1)*in], src.YS[i*out:(i+1)*out]
+		j := i * n
+		copy(dst.XS[j*in:], x)
+		copy(dst.YS[j*out:], y)
+		for dy := -r; dy <= r; dy++ {
+			for dx := -r; dx <= r; dx++ {
+				if dy == 0 && dx == 0 {
+					continue
+				}
+				j++
+				img := dst.XS[j*in : (j+1)*in]
+				copy(img, x)
+				task.ShiftImage(img, tmp, h, w, c, dy, dx)
+				copy(dst.YS[j*out:(j+1)*out], y)
+			}
+		}
+	}
 }
 
 // MeanCI is the mean of x and its 95% interval half-width 1.96·sd/√n (sample

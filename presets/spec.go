@@ -106,15 +106,16 @@ type override struct {
 	set  func(c *engine.Config, v any)
 }
 
-func always(*engine.Config) bool         { return true }
-func classifies(c *engine.Config) bool   { return c.Classify() }
-func hasFlows(c *engine.Config) bool     { return c.FlowLayers > 0 }
-func hasMLPEmbed(c *engine.Config) bool  { return c.Conv == nil }
-func usesConv(c *engine.Config) bool     { return c.Conv != nil }
-func usesImages(c *engine.Config) bool   { return c.Conv != nil || c.ResNet != nil }
-func varying(c *engine.Config) bool      { return c.Varying }
-func fixedShape(c *engine.Config) bool   { return !c.Varying }
-func fixedClasses(c *engine.Config) bool { return c.Classify() && !c.Varying }
+func always(*engine.Config) bool          { return true }
+func classifies(c *engine.Config) bool    { return c.Classify() }
+func hasFlows(c *engine.Config) bool      { return c.FlowLayers > 0 }
+func hasMLPEmbed(c *engine.Config) bool   { return c.Conv == nil }
+func usesConv(c *engine.Config) bool      { return c.Conv != nil }
+func usesImages(c *engine.Config) bool    { return c.Conv != nil || c.ResNet != nil }
+func varying(c *engine.Config) bool       { return c.Varying }
+func fixedShape(c *engine.Config) bool    { return !c.Varying }
+func fixedClasses(c *engine.Config) bool  { return c.Classify() && !c.Varying }
+func imageEpisodes(c *engine.Config) bool { return usesImages(c) && fixedClasses(c) }
 
 // setBackbone swaps an image preset's ψ, keeping its input: conv4 (four
 // blocks, SAME pooling), conv5 (five, floor pooling, as the paper's 84×84
@@ -188,6 +189,7 @@ var overrides = []override{
 	{"augment_shift", KindInt, "training images shifted by up to this many pixels in each direction, each its own shift (0 = none, the paper's); validation and test images never", usesImages, intField(func(c *engine.Config) *int { return &c.AugmentShift })},
 	{"augment_rotate", KindFloat, "training images turned about their centre by up to this many degrees either way, each its own angle (0 = none, the paper's); validation and test images never", usesImages, floatField(func(c *engine.Config) *float64 { return &c.AugmentRotate })},
 	{"augment_scale", KindFloat, "training images scaled about their centre within 1 ± this, each its own factor (0 = none, the paper's); validation and test images never", usesImages, floatField(func(c *engine.Config) *float64 { return &c.AugmentScale })},
+	{"eval_support_shift", KindInt, "evaluation (validation and test) adds to each support image its copies shifted by up to this many pixels in each direction, (2r+1)² images of each (0 = none, the paper's); queries and training images never", imageEpisodes, intField(func(c *engine.Config) *int { return &c.EvalSupportShift })},
 	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
 	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
 	{"flow_hidden", KindInt, "width of each coupling network", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},
