@@ -66,8 +66,8 @@ func TestModelsExportListEval(t *testing.T) {
 	}
 	// --bases draws another number of bases per task: the run's own D
 	// gives its number, one basis another.
-	evalMean := func(args ...string) string {
-		out, e, code := mkbench(t, append([]string{"eval", "--model", "tiny", "--models-dir", lib, "--json"}, args...)...)
+	evalMeanOf := func(model string, args ...string) string {
+		out, e, code := mkbench(t, append([]string{"eval", "--model", model, "--models-dir", lib, "--json"}, args...)...)
 		if code != 0 {
 			t.Fatalf("eval %v (exit %d): %s%s", args, code, out, e)
 		}
@@ -77,6 +77,7 @@ func TestModelsExportListEval(t *testing.T) {
 		}
 		return strings.SplitN(out[i:], ",", 2)[0]
 	}
+	evalMean := func(args ...string) string { return evalMeanOf("tiny", args...) }
 	if d, same, one := evalMean(), evalMean("--bases", "32"), evalMean("--bases", "1"); same != d || one == d {
 		t.Errorf("eval --bases: %s with the run's 32 bases, %s with 32, %s with 1", d, same, one)
 	}
@@ -92,6 +93,23 @@ func TestModelsExportListEval(t *testing.T) {
 	}
 	if _, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--support-shift", "28"); code == 0 || !strings.Contains(e, "eval_support_shift 28 would shift a 28×28 image out of its frame") {
 		t.Errorf("eval --support-shift 28 (exit %d): %s", code, e)
+	}
+	// An evaluation setting chosen after training goes with the exported
+	// model: its config, its settings, its recorded test.
+	if out, e, code := mkbench(t, "models", "export", run, "--name", "tiny-shift", "--dir", lib, "--support-shift", "1"); code != 0 {
+		t.Fatalf("export --support-shift 1 (exit %d): %s%s", code, out, e)
+	}
+	if info := string(readAll(t, filepath.Join(lib, "tiny-shift", "model.json"))); !strings.Contains(info, `"eval_support_shift=1"`) {
+		t.Errorf("model.json of a model exported with --support-shift 1: %s", info)
+	}
+	if out, e, code := mkbench(t, "eval", "--model", "tiny-shift", "--models-dir", lib); code != 0 || !strings.Contains(out, "(9 images each)") || !strings.Contains(out, "matches the model's recorded test result") {
+		t.Errorf("eval --model tiny-shift (exit %d): %s%s", code, out, e)
+	}
+	if plain, off := evalMean(), evalMeanOf("tiny-shift", "--support-shift", "0"); off != plain {
+		t.Errorf("tiny-shift with --support-shift 0: %s, the model exported without it: %s", off, plain)
+	}
+	if _, e, code := mkbench(t, "models", "export", run, "--name", "bad", "--dir", lib, "--support-shift", "-1"); code == 0 || !strings.Contains(e, "eval_support_shift must be ≥ 0") {
+		t.Errorf("export --support-shift -1 (exit %d): %s", code, e)
 	}
 	if out, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--bases", "8", "--eval-tasks", "2"); code != 0 || !strings.Contains(out, "with 8 bases drawn per task") {
 		t.Errorf("eval --bases 8 (exit %d): %s%s", code, out, e)

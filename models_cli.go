@@ -72,8 +72,9 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	name := fs.String("name", "", "the model's name (default: the run's preset)")
 	dir := fs.String("dir", shippedDir, "the folder of models to write into")
 	data := fs.String("data", "", dataHelp)
+	shift := fs.Int("support-shift", 0, "image classification: the model evaluates with each support image joined by its copies shifted by up to this many pixels (eval_support_shift, chosen after training with mkbench eval --val --support-shift; default: the run's)")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--dir DIR]"))
+		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--dir DIR] [--support-shift R]"))
 	}
 	run := args[0]
 	set, code, ok := parseArgs(fs, args[1:], stdout, stderr)
@@ -93,6 +94,11 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	if *name == "" {
 		*name = rc.Preset
 	}
+	var adjust func(*engine.Config)
+	if set["support-shift"] {
+		adjust = func(c *engine.Config) { c.EvalSupportShift = *shift }
+		adjust(&rc.Config) // the settings name it
+	}
 	var settings []string
 	if p, err := presets.Get(rc.Preset); err == nil {
 		base := p.Config
@@ -100,7 +106,7 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 			settings = presets.ConfigDiff(base, rc.Config)
 		}
 	}
-	info, err := models.Export(run, *dir, *name, settings, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
+	info, err := models.Export(run, *dir, *name, settings, adjust, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
 		c := ck.Config
 		srcs, err := presets.NewSources(ck.Source, c, *data)
 		if err != nil {

@@ -149,9 +149,12 @@ func (l Library) Curves(name string) (metrics, val []byte, err error) {
 // Export writes run directory runDir's evaluated model (best.gob, else
 // the last checkpoint) as model name in folder dst: model.mkbm,
 // model.json with Test from evaluate (called on the float32 model as it
-// will be read back) and the run's curves. A model over MaxModelBytes is
-// refused: shipped models must stay small.
-func Export(runDir, dst, name string, settings []string, evaluate func(*engine.Checkpoint) (engine.EvalResult, error)) (Info, error) {
+// will be read back) and the run's curves. adjust, if not nil, changes
+// the model's evaluation settings first (eval_support_shift chosen after
+// training on the validation classes); it must not change what the
+// parameters mean, and its result is validated. A model over
+// MaxModelBytes is refused: shipped models must stay small.
+func Export(runDir, dst, name string, settings []string, adjust func(*engine.Config), evaluate func(*engine.Checkpoint) (engine.EvalResult, error)) (Info, error) {
 	var info Info
 	if name == "" || name != filepath.Base(name) || name[0] == '.' {
 		return info, fmt.Errorf("models: %q is not a model name (a plain folder name)", name)
@@ -159,6 +162,12 @@ func Export(runDir, dst, name string, settings []string, evaluate func(*engine.C
 	ck, which, _, err := engine.LoadEvalCheckpoint(runDir)
 	if err != nil {
 		return info, err
+	}
+	if adjust != nil {
+		adjust(&ck.Config)
+		if err := ck.Config.Validate(); err != nil {
+			return info, err
+		}
 	}
 	data := engine.ModelFile(ck)
 	if len(data) > MaxModelBytes {
