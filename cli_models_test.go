@@ -94,6 +94,10 @@ func TestModelsExportListEval(t *testing.T) {
 	if _, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--support-shift", "28"); code == 0 || !strings.Contains(e, "eval_support_shift 28 would shift a 28×28 image out of its frame") {
 		t.Errorf("eval --support-shift 28 (exit %d): %s", code, e)
 	}
+	if _, e, code := mkbench(t, "eval", "--model", "tiny", "--models-dir", lib, "--way", "100", "--shot", "10", "--query", "5", "--support-shift", "5"); code == 0 ||
+		!strings.Contains(e, "needs about") || !strings.Contains(e, "--support-shift ") {
+		t.Errorf("eval of 121,000 support images a task (exit %d): %s", code, e)
+	}
 	// An evaluation setting chosen after training goes with the exported
 	// model: its config, its settings, its recorded test.
 	if out, e, code := mkbench(t, "models", "export", run, "--name", "tiny-shift", "--dir", lib, "--support-shift", "1"); code != 0 {

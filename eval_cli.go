@@ -119,7 +119,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
 	if err := presets.CheckMemory(*run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
-		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query"}); err != nil {
+		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query", "eval_support_shift": "--support-shift"}); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
 	if set["test-sources"] {

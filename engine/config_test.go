@@ -162,6 +162,16 @@ func TestMemoryEstimate(t *testing.T) {
 	if e := c.EvalMemoryEstimate(1, 1); e >= base {
 		t.Errorf("evaluation %d ≥ training %d", e, base)
 	}
+	// Support copies (eval_support_shift) grow an evaluation's support set
+	// (2r+1)² times: a 100-way 10-shot evaluation with r = 3 is 49,000
+	// support images a task, which no machine holds.
+	o := omniglotLikeConfig()
+	o.Way, o.Shot = 100, 10
+	plain := o.EvalMemoryEstimate(784, 100)
+	o.EvalSupportShift = 3
+	if e := o.EvalMemoryEstimate(784, 100); e < 1<<36 || e <= plain || o.MemoryEstimate(784, 100) < e {
+		t.Errorf("eval_support_shift 3 at 100-way 10-shot: evaluation %d bytes (%d without), training run %d", e, plain, o.MemoryEstimate(784, 100))
+	}
 }
 
 // The schedules' learning rates: a cosine from lr to lr_min over the

@@ -49,7 +49,7 @@ func (c Config) MemoryEstimate(inDim, outDim int) uint64 {
 		ns, nq = c.TrainingShot()*c.TrainingWay(), c.Query*c.TrainingWay()
 	}
 	train := c.graphBytes(c.MetaBatch, ns, nq, inDim, outDim, true)
-	eval := c.graphBytes(c.MetaBatch, c.SupportPoints(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false)
+	eval := c.graphBytes(c.MetaBatch, c.SupportPoints()*c.EvalShifts(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false)
 	display := c.graphBytes(1, c.SupportPoints(), 100, inDim, outDim, false)
 	return saturate(b + train + eval + display)
 }
@@ -58,7 +58,7 @@ func (c Config) MemoryEstimate(inDim, outDim int) uint64 {
 // needs (mkbench eval): its parameters and the evaluation graph.
 func (c Config) EvalMemoryEstimate(inDim, outDim int) uint64 {
 	b := float64(memBase) + c.paramBytes(inDim, outDim)
-	return saturate(b + c.graphBytes(c.MetaBatch, c.SupportPoints(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false))
+	return saturate(b + c.graphBytes(c.MetaBatch, c.SupportPoints()*c.EvalShifts(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false))
 }
 
 func saturate(x float64) uint64 {

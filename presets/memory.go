@@ -42,6 +42,7 @@ var memSizes = []memSize{
 	{"query", 1, func(c *engine.Config) *int { return &c.Query }},
 	{"meta_batch", 1, func(c *engine.Config) *int { return &c.MetaBatch }},
 	{"eval_query", 1, func(c *engine.Config) *int { return &c.EvalQuery }},
+	{"eval_support_shift", 0, func(c *engine.Config) *int { return &c.EvalSupportShift }},
 	{"image height", 1, func(c *engine.Config) *int {
 		if c.Conv == nil {
 			return nil
