@@ -184,12 +184,14 @@ type Config struct {
 	// has trained on and pick nothing, so trainval takes val_every 0 and
 	// the last parameters are tested.
 	TrainSplit string `json:"train_split,omitempty"`
-	// EvalSupportShift, when set, evaluates (validation and test alike)
-	// with every support image joined by its copies shifted by up to this
-	// many pixels in each direction: (2r+1)² images of each, the original
-	// among them, the uncovered pixels zero; a k-shot episode is scored as
-	// a k·(2r+1)²-shot one. Query images are never shifted, nor training
-	// episodes. Test-time augmentation of the support set, for image
+	// EvalSupportShift, when set, tests (the run's final test, mkbench
+	// eval) with every support image joined by its copies shifted by up to
+	// this many pixels in each direction: (2r+1)² images of each, the
+	// original among them, the uncovered pixels zero; a k-shot episode is
+	// scored as a k·(2r+1)²-shot one. Query images are never shifted, nor
+	// training episodes, and the validations during training stay
+	// unshifted, so the checkpoint a run picks is the one it picks
+	// without. Test-time augmentation of the support set, for image
 	// classification with fixed episodes; 0: none (the paper's).
 	EvalSupportShift int `json:"eval_support_shift,omitempty"`
 

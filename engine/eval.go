@@ -39,13 +39,13 @@ func (r EvalResult) String() string {
 // posterior predictive: the mean for regression, the mean class
 // probabilities for classification).
 func (m *Model) Evaluate(tasks, query, samples int, seed uint64) (EvalResult, error) {
-	return m.evaluate(m.Src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
+	return m.evaluate(m.Src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed, m.Cfg.EvalSupportShift)
 }
 
 // EvaluateOn is Evaluate on tasks drawn from src instead of the model's own
 // task source: a test split, or the same family at another way or shot.
 func (m *Model) EvaluateOn(src task.Source, tasks, query, samples int, seed uint64) (EvalResult, error) {
-	return m.evaluate(src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed)
+	return m.evaluate(src, streamEvalTasks, streamEvalNoise, tasks, query, samples, seed, m.Cfg.EvalSupportShift)
 }
 
 // EvaluateSources evaluates on each named source (tasks episodes each,
@@ -86,8 +86,10 @@ func (m *Model) EvaluateSources(srcs []NamedSource, tasks, query, samples int, s
 var evalMemo = true
 
 // evaluate is Evaluate on tasks from src, with tasks and noise from the
-// given random streams.
-func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64) (EvalResult, error) {
+// given random streams, each support image joined by its copies shifted by
+// up to shift pixels (Config.EvalSupportShift; the validations during
+// training pass 0).
+func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks, query, samples int, seed uint64, shift int) (EvalResult, error) {
 	if tasks <= 0 || query <= 0 || samples <= 0 {
 		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
 	}
@@ -120,9 +122,9 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			src.Sample(taskRNG, &b)
 		}
 		bp := &b
-		if c.EvalSupportShift > 0 {
+		if shift > 0 {
 			ch, h, w, _ := c.ImageInput()
-			shiftSupport(&shifted, &b, h, w, ch, c.EvalSupportShift)
+			shiftSupport(&shifted, &b, h, w, ch, shift)
 			bp = &shifted
 		}
 		T, nq, out := bp.T, bp.NQ, bp.OutDim

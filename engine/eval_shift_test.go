@@ -1,8 +1,14 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/task"
@@ -114,5 +120,51 @@ func TestShiftSupportLayout(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A run with eval_support_shift validates as the run without it (the same
+// validations, so the same checkpoint) and tests with the shifted copies:
+// its test is what its best checkpoint evaluates to with them.
+func TestEvalSupportShiftIsTheTests(t *testing.T) {
+	cfg := classConfig("vrf", 0.9)
+	cfg.Iters, cfg.ValEvery, cfg.ValTasks, cfg.LogEvery = 40, 20, 12, 10
+	cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 12, 3, 1
+	src := blobs{way: 3, side: 7}
+	run := func(shift int) (string, Result) {
+		t.Helper()
+		c := cfg
+		c.EvalSupportShift = shift
+		dir := filepath.Join(t.TempDir(), "run")
+		res, err := Run(context.Background(), c, src, RunOptions{Dir: dir, Val: src, Test: src}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, FileVal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The validations without their timings.
+		var val string
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var row struct {
+				Iter       int
+				Mean, CI95 float64
+				Best       bool
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatal(err)
+			}
+			val += fmt.Sprintf("%+v\n", row)
+		}
+		return val, res
+	}
+	val0, plain := run(0)
+	val1, shifted := run(1)
+	if val0 != val1 {
+		t.Errorf("validations differ with eval_support_shift 1:\n%s\nwithout:\n%s", val1, val0)
+	}
+	if shifted.Eval.Mean == plain.Eval.Mean {
+		t.Errorf("the test with eval_support_shift 1 is the test without it: %v", plain.Eval)
 	}
 }

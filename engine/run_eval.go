@@ -53,7 +53,7 @@ func (r *run) evaluation(l *Loop, e Ending) error {
 	if len(r.opts.TestBySource) > 0 {
 		ev, bySource, err = r.m.EvaluateSources(r.opts.TestBySource, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
 	} else {
-		ev, err = r.m.evaluate(src, streamEvalTasks, streamEvalNoise, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
+		ev, err = r.m.evaluate(src, streamEvalTasks, streamEvalNoise, cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed, cfg.EvalSupportShift)
 	}
 	if err != nil {
 		r.res.Interrupted = l.Context().Err() != nil
