@@ -48,6 +48,31 @@ func (s blobs) Sample(rng *rand.Rand, b *task.Batch) {
 	}
 }
 
+// trainSteps trains m for n iterations of its task stream.
+func trainSteps(t testing.TB, m *Model, n int) {
+	t.Helper()
+	opt := NewOptimizer(m.Cfg, m.Params.List)
+	var grads [][]float64
+	for i := range n {
+		if _, err := m.trainStep(i, opt, &grads); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// blobsRun runs cfg on 3-way blobs tasks, validating and testing on the
+// same family, into a fresh directory.
+func blobsRun(t *testing.T, cfg Config) (dir string, res Result) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "run")
+	src := blobs{way: 3, side: 7}
+	res, err := Run(context.Background(), cfg, src, RunOptions{Dir: dir, Val: src, Test: src}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, res
+}
+
 // classConfig is a tiny convolutional classifier for blobs tasks.
 func classConfig(variant string, keep float64) Config {
 	c := sineConfig(variant)
@@ -97,13 +122,7 @@ func TestClassifierLearns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt := NewOptimizer(cfg, m.Params.List)
-	var grads [][]float64
-	for i := 0; i < cfg.Iters; i++ {
-		if _, err := m.trainStep(i, opt, &grads); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trainSteps(t, m, cfg.Iters)
 	after, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples, cfg.Seed)
 	if err != nil {
 		t.Fatal(err)
@@ -120,12 +139,8 @@ func TestRunValidatesAndTestsBest(t *testing.T) {
 	cfg := classConfig("vrf", 0.9)
 	cfg.Iters, cfg.ValEvery, cfg.ValTasks, cfg.LogEvery = 60, 20, 12, 10
 	cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 12, 3, 1
-	dir := filepath.Join(t.TempDir(), "run")
 	src := blobs{way: 3, side: 7}
-	res, err := Run(context.Background(), cfg, src, RunOptions{Dir: dir, Val: src, Test: src}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, res := blobsRun(t, cfg)
 	data, err := os.ReadFile(filepath.Join(dir, FileVal))
 	if err != nil {
 		t.Fatal(err)
@@ -400,13 +415,7 @@ func TestEvaluateDrawsShareFeatures(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			opt := NewOptimizer(cfg, m.Params.List)
-			var grads [][]float64
-			for i := range 5 {
-				if _, err := m.trainStep(i, opt, &grads); err != nil {
-					t.Fatal(err)
-				}
-			}
+			trainSteps(t, m, 5)
 			hits := func() int {
 				h := 0
 				for _, gr := range m.graphs {

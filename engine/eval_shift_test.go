@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -58,13 +57,7 @@ func TestEvalSupportShift(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	opt := NewOptimizer(cfg, m.Params.List)
-	var grads [][]float64
-	for i := range 20 {
-		if _, err := m.trainStep(i, opt, &grads); err != nil {
-			t.Fatal(err)
-		}
-	}
+	trainSteps(t, m, 20)
 	eval := func(src task.Source, shot, shift int) EvalResult {
 		t.Helper()
 		m.Cfg.Shot, m.Cfg.EvalSupportShift = shot, shift
@@ -130,16 +123,11 @@ func TestEvalSupportShiftIsTheTests(t *testing.T) {
 	cfg := classConfig("vrf", 0.9)
 	cfg.Iters, cfg.ValEvery, cfg.ValTasks, cfg.LogEvery = 40, 20, 12, 10
 	cfg.EvalTasks, cfg.EvalQuery, cfg.EvalSamples = 12, 3, 1
-	src := blobs{way: 3, side: 7}
 	run := func(shift int) (string, Result) {
 		t.Helper()
 		c := cfg
 		c.EvalSupportShift = shift
-		dir := filepath.Join(t.TempDir(), "run")
-		res, err := Run(context.Background(), c, src, RunOptions{Dir: dir, Val: src, Test: src}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dir, res := blobsRun(t, c)
 		data, err := os.ReadFile(filepath.Join(dir, FileVal))
 		if err != nil {
 			t.Fatal(err)
