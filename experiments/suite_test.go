@@ -337,7 +337,7 @@ func TestOmniglotVersatilityGrid(t *testing.T) {
 			"meta_batch": 2, "query": 2, "iters": 2,
 			"log_every": 1, "snapshot_every": 1, "checkpoint_sec": 0,
 			"eval_query": 2, "eval_samples": 1, "val_every": 0,
-			"train_way": 7, "train_shot": 2,
+			"train_way": 7, "train_shot": 2, "eval_support_shift": 1,
 		}}
 	res, err := r.Run(context.Background())
 	if err != nil {
@@ -358,9 +358,11 @@ func TestOmniglotVersatilityGrid(t *testing.T) {
 		t.Errorf("cells %s", got)
 	}
 	// The grid's † is the validated setting; the training episodes'
-	// other shape is said once.
-	if len(res.Notes) != 2 || !strings.Contains(res.Notes[0], "trained on 7-way 2-shot episodes (train_way, train_shot) and validated at 5-way 1-shot") ||
-		!strings.Contains(res.Notes[1], "20-shot cells skipped") {
+	// other shape is said once, and so are the support copies every cell
+	// is tested with.
+	if len(res.Notes) != 3 || !strings.Contains(res.Notes[0], "trained on 7-way 2-shot episodes (train_way, train_shot) and validated at 5-way 1-shot") ||
+		!strings.Contains(res.Notes[1], "joined by its 8 copies shifted by up to 1 pixels (eval_support_shift 1)") ||
+		!strings.Contains(res.Notes[2], "20-shot cells skipped") {
 		t.Errorf("notes %q", res.Notes)
 	}
 	checkPNG(t, filepath.Join(dir, DirFigures, FigHeatmap+".png"), 1, 1)

@@ -120,6 +120,12 @@ func (r *Runner) evalCells(ctx context.Context, pr Progress, dir string, j job, 
 		res.noteOnce(fmt.Sprintf("`%s` was trained on %s episodes (train_way, train_shot) and validated at %s, the setting marked †",
 			j.name, WayShot(c.TrainingWay(), c.TrainingShot()), WayShot(c.Way, c.Shot)))
 	}
+	if r := ck.Config.EvalSupportShift; r > 0 {
+		// An evaluation choice of the model (chosen after its training),
+		// which every cell uses and a reader comparing grids must see.
+		res.noteOnce(fmt.Sprintf("`%s` is tested in every cell with each support image joined by its %d copies shifted by up to %d pixels (eval_support_shift %d)",
+			j.name, ck.Config.EvalShifts()-1, r, r))
+	}
 	tasks := j.cfg.EvalTasks
 	// The pace is the whole run's: the best-validation parameters may be
 	// from an iteration before its last, and the run's time counts all.
