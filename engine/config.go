@@ -562,8 +562,14 @@ func (c Config) validateAugment() error {
 		}
 		return fmt.Errorf("%s images, and this run's ψ reads feature vectors, not images: leave it out", what)
 	}
+	return shiftInFrame("augment_shift", k, h, w)
+}
+
+// shiftInFrame reports a shift of k pixels (setting key) that would move
+// an h×w image out of its frame.
+func shiftInFrame(key string, k, h, w int) error {
 	if k >= min(h, w) {
-		return fmt.Errorf("augment_shift %d would shift a %d×%d image out of its frame: give at most %d", k, h, w, min(h, w)-1)
+		return fmt.Errorf("%s %d would shift a %d×%d image out of its frame: give at most %d", key, k, h, w, min(h, w)-1)
 	}
 	return nil
 }
@@ -584,10 +590,8 @@ func (c Config) validateEvalShift() error {
 		return errors.New("eval_support_shift copies the support images of image classification episodes, and this run's ψ reads feature vectors: leave it out")
 	case c.Varying:
 		return errors.New("eval_support_shift needs episodes of a fixed way and shot, and this run's vary: leave it out")
-	case r >= min(h, w):
-		return fmt.Errorf("eval_support_shift %d would shift a %d×%d image out of its frame: give at most %d", r, h, w, min(h, w)-1)
 	}
-	return nil
+	return shiftInFrame("eval_support_shift", r, h, w)
 }
 
 // EvalShifts is the number of images each support image becomes in an
