@@ -3,6 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,9 +35,12 @@ type Failure struct {
 // ReadFailure reads run directory dir's failed.json; ok is false when
 // there is none.
 func ReadFailure(dir string) (f Failure, ok bool) {
-	data, err := os.ReadFile(filepath.Join(dir, FileFailed))
-	if err != nil {
+	data, err := runfile.ReadBounded(filepath.Join(dir, FileFailed), runfile.MaxSmallJSON)
+	if errors.Is(err, fs.ErrNotExist) {
 		return f, false
+	}
+	if err != nil {
+		return Failure{Error: fmt.Sprintf("failed.json is unreadable: %v", err), Permanent: true}, true
 	}
 	if json.Unmarshal(data, &f) != nil {
 		f = Failure{Error: "failed.json is unreadable", Permanent: true}

@@ -317,7 +317,7 @@ func TestNewRunDropsStaleEventFiles(t *testing.T) {
 	}
 	w.Close()
 	var res Result
-	if err := prepareRunDir(dir, &res); err != nil {
+	if err := prepareRunDir(dir, &res, false); err != nil {
 		t.Fatal(err)
 	}
 	if files, _ := tbevents.Files(dir); len(files) != 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], filepath.Base(w.Path())) {

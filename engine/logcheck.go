@@ -99,7 +99,7 @@ func decodeValRow(line []byte) (int, error) {
 // resumed run writes them again.
 func checkLog(path string, perm os.FileMode, upTo, every, last, drop int, decode func([]byte) (int, error)) (*logPlan, error) {
 	p := &logPlan{name: filepath.Base(path), path: path, perm: perm}
-	data, err := os.ReadFile(path)
+	data, err := runfile.ReadBounded(path, runfile.MaxLog)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("engine: reading %s: %w", path, err)
 	}

@@ -45,6 +45,13 @@ type RunOptions struct {
 	// such a resume is refused and nothing is changed.
 	Repair bool
 
+	// StartOver, when resuming a run directory without a checkpoint, lets
+	// the run start from iteration 0 although the directory holds a
+	// finished or validated run's files (summary.json, best.gob): they are
+	// moved aside into DIR/stopped-TIME, as every start over's are, never
+	// deleted. Without it such a resume is refused.
+	StartOver bool
+
 	// Control carries commands served between iterations (control.go); nil: none.
 	Control <-chan Command
 
@@ -95,9 +102,25 @@ func (res *Result) note(format string, args ...any) {
 }
 
 // LockRun takes the exclusive lock of run directory dir (runfile.Lock):
-// hold it while reading a run's checkpoints to evaluate them, so that no
-// run writes them meanwhile. Run takes it itself.
+// hold it while writing into a run directory. Run takes it itself.
 func LockRun(dir string) (*runfile.DirLock, error) { return runfile.Lock(dir) }
+
+// LockRunToRead takes the lock of run directory dir for reading it, so
+// that no run writes its checkpoints meanwhile (evaluating, exporting a
+// model, listing). A run on read-only media, or in a directory this user
+// cannot write, is read without the lock — nothing can write there
+// either — and note says so; the lock is then nil (Release accepts it).
+// A dir that does not exist is not created.
+func LockRunToRead(dir string) (lock *runfile.DirLock, note string, err error) {
+	lock, ro, err := runfile.LockToRead(dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("engine: %w", err)
+	}
+	if ro {
+		note = fmt.Sprintf("%s cannot be written (a read-only file system, or not this user's): read without its lock", dir)
+	}
+	return lock, note, nil
+}
 
 // Run trains a model for cfg on src, reporting to obs (which may be nil),
 // checkpointing to opts.Dir, and evaluating at the end. Cancelling ctx
@@ -113,6 +136,7 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 		}
 	}()
 	res.Dir = opts.Dir
+	var r *run
 	if opts.Dir != "" {
 		// One process per run directory, from before the resume reads it
 		// until the summary is written.
@@ -120,17 +144,29 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 			if _, err := os.Stat(opts.Dir); err != nil {
 				return res, fmt.Errorf("engine: cannot resume %s: %w", opts.Dir, err)
 			}
+		} else if err := usedDir(opts.Dir, false); err != nil {
+			return res, err // before the lock: a refused start leaves nothing behind
 		}
 		if !opts.Locked {
+			undo := traceOfStart(opts.Dir)
 			lock, err := runfile.Lock(opts.Dir)
 			if err != nil {
+				undo(nil)
 				return res, fmt.Errorf("engine: %w", err)
 			}
-			defer lock.Release()
+			defer func() {
+				if r == nil || !r.started {
+					undo(lock) // refused before training: leave no lock file or folder of ours
+				} else {
+					lock.Release()
+				}
+			}()
 		}
+		removeTemps(opts.Dir, &res)
 	}
-	r, err := newRun(cfg, src, opts, obs, &res)
+	r, err = newRun(cfg, src, opts, obs, &res)
 	if err != nil {
+		r = nil
 		return res, err
 	}
 	if r.done {
@@ -147,8 +183,10 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 		os.Remove(filepath.Join(opts.Dir, FileFailed)) // taken up again
 	}
 	err = r.assemble().Run(ctx) // its end hooks fill in res
-	if err != nil && opts.Dir != "" && !res.Interrupted && ctx.Err() == nil {
+	if err != nil && opts.Dir != "" && r.started && !res.Interrupted && ctx.Err() == nil {
 		// For whoever lists the runs later; the error is returned as well.
+		// A start refused before training (a used directory, damaged logs)
+		// is no failed run: the error says it all.
 		if werr := WriteFailure(opts.Dir, err, res.Iters, Permanent(err)); werr != nil {
 			err = fmt.Errorf("%w (and its %s could not be written: %v)", err, FileFailed, werr)
 		}
@@ -169,7 +207,10 @@ type run struct {
 	from  *Checkpoint // resumed from; nil for a new run
 	res   *Result
 	done  bool // resumed a finished run whose summary is complete: nothing to do
-	fresh bool // a run directory to (re)start from iteration 0: a new run, or a resumed one without a checkpoint
+	// started: the start hooks all passed and training began; an error
+	// before is a refused start.
+	started bool
+	fresh   bool // a run directory to (re)start from iteration 0: a new run, or a resumed one without a checkpoint
 
 	best    best
 	metrics metricsLog
@@ -254,9 +295,20 @@ func recordIters(dir string, ck *Checkpoint, iters int) error {
 
 // restart settles the resume of a run directory that has no checkpoint:
 // a run stopped before its first one. Its config.json is started from
-// iteration 0 (the files it left are dropped by newDir).
+// iteration 0 (the files it left are moved aside by newDir). A directory
+// whose run got further — it validated (best.gob) or finished
+// (summary.json), so its checkpoint was lost, not never written — is
+// refused unless RunOptions.StartOver says to start over all the same.
 func (r *run) restart(cfg Config) (*run, error) {
 	dir := r.opts.Dir
+	if !r.opts.StartOver {
+		for _, f := range []string{FileSummary, FileBest} {
+			if fileExists(filepath.Join(dir, f)) {
+				return nil, fmt.Errorf("engine: %s has no %s to resume from, but its %s shows the run got further: nothing was changed; evaluate its best parameters with mkbench eval --run %s, or start it over with --resume %s --start-over, which moves its files aside into %s/%s-TIME",
+					dir, FileCheckpoint, f, dir, dir, dir, asidePrefix)
+			}
+		}
+	}
 	rc, err := ReadRunConfig(dir)
 	if err != nil {
 		return nil, err
@@ -297,7 +349,7 @@ func (r *run) checkBest() error {
 	case errors.Is(err, fs.ErrNotExist) || !fileExists(path):
 		r.res.note("%s is missing: the best validation (iteration %d) is forgotten and best.gob is rebuilt from the next validation", path, ck.BestIter)
 	case r.opts.Repair:
-		if rerr := os.Rename(path, path+".damaged"); rerr != nil {
+		if rerr := os.Rename(path, path+damagedSuffix); rerr != nil {
 			return fmt.Errorf("engine: moving the damaged %s aside: %w", path, rerr)
 		}
 		r.res.note("%s was damaged (%v): moved to %s.damaged; best.gob is rebuilt from the next validation", path, err, FileBest)
@@ -308,6 +360,34 @@ func (r *run) checkBest() error {
 	return nil
 }
 
+// traceOfStart notes what of dir exists before Run takes its lock, and
+// returns what undoes the trace a refused start would leave: the lock
+// file if Run made it (removed while still held, lock nil: no lock was
+// taken), and dir itself if Run made it and it is empty again.
+func traceOfStart(dir string) func(lock *runfile.DirLock) {
+	var made []string // the folders Lock will create, deepest first
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
+	}
+	_, lerr := os.Lstat(filepath.Join(dir, runfile.FileLock))
+	madeLock := errors.Is(lerr, fs.ErrNotExist)
+	return func(lock *runfile.DirLock) {
+		if madeLock && lock != nil {
+			lock.Remove()
+		} else {
+			lock.Release()
+		}
+		for _, d := range made {
+			if os.Remove(d) != nil { // only an empty one
+				break
+			}
+		}
+	}
+}
+
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
@@ -316,7 +396,7 @@ func fileExists(path string) bool {
 // completeSummary returns dir's summary.json when it is the complete
 // summary of the run checkpointed as ck.
 func completeSummary(dir string, ck *Checkpoint) (*Summary, bool) {
-	data, err := os.ReadFile(filepath.Join(dir, FileSummary))
+	data, err := runfile.ReadBounded(filepath.Join(dir, FileSummary), runfile.MaxSmallJSON)
 	if err != nil {
 		return nil, false
 	}
@@ -395,6 +475,7 @@ func (r *run) assemble() *Loop {
 			l.OnStart(r.ckpt.save)
 		}
 	}
+	l.OnStart(func(*Loop) error { r.started = true; return nil })
 
 	if r.opts.Control != nil {
 		ctl := &control{ch: r.opts.Control, m: r.m, cfg: cfg, rep: &r.report, save: r.ckpt.save}
@@ -454,7 +535,8 @@ func (r *run) close() {
 // directory: it refuses a directory that holds a run, drops the files of
 // one stopped before its first checkpoint, and writes config.json.
 func (r *run) newDir(*Loop) error {
-	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Data: runfile.AbsOrEmpty(r.opts.Data), Config: r.cfg}, r.res)
+	return newRunDir(r.opts.Dir, RunConfig{Preset: r.opts.Preset, Source: r.src.Name(), Data: runfile.AbsOrEmpty(r.opts.Data), Config: r.cfg}, r.res,
+		r.opts.Resume && r.opts.StartOver)
 }
 
 // step is the loop's step: training iteration iter.

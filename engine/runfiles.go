@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/tbevents"
@@ -34,9 +35,43 @@ type RunConfig struct {
 	Preset string `json:"preset"`
 	Source string `json:"source"`
 	// Data is the data folder given when the run started (absolute), or
-	// "" for the family's default.
+	// "" for the family's default. A path that is not UTF-8 (legal on
+	// Linux) is written as its bytes too, data_bytes, which a JSON string
+	// cannot hold; reading takes it back from them.
 	Data   string `json:"data,omitempty"`
 	Config Config `json:"config"`
+}
+
+// runConfigJSON is config.json as written: RunConfig and Data's bytes
+// when Data is not UTF-8.
+type runConfigJSON struct {
+	plainRunConfig
+	DataBytes []byte `json:"data_bytes,omitempty"`
+}
+
+type plainRunConfig RunConfig // RunConfig without its JSON methods
+
+// MarshalJSON writes Data's bytes besides it when JSON cannot hold them
+// (it would write U+FFFD for each byte that is not UTF-8).
+func (rc RunConfig) MarshalJSON() ([]byte, error) {
+	out := runConfigJSON{plainRunConfig: plainRunConfig(rc)}
+	if !utf8.ValidString(rc.Data) {
+		out.DataBytes = []byte(rc.Data)
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads Data from its bytes when config.json has them.
+func (rc *RunConfig) UnmarshalJSON(b []byte) error {
+	var in runConfigJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*rc = RunConfig(in.plainRunConfig)
+	if len(in.DataBytes) > 0 {
+		rc.Data = string(in.DataBytes)
+	}
+	return nil
 }
 
 // ReadRunConfig reads the config.json of run directory dir: what a run
@@ -44,7 +79,7 @@ type RunConfig struct {
 func ReadRunConfig(dir string) (RunConfig, error) {
 	var rc RunConfig
 	path := filepath.Join(dir, FileConfig)
-	data, err := os.ReadFile(path)
+	data, err := runfile.ReadBounded(path, runfile.MaxSmallJSON)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return rc, fmt.Errorf("engine: %s is not a run directory: it has neither %s nor %s", dir, FileCheckpoint, FileConfig)
@@ -62,7 +97,7 @@ func ReadRunConfig(dir string) (RunConfig, error) {
 // file when it is damaged.
 func ReadSummary(dir string) (*Summary, error) {
 	path := filepath.Join(dir, FileSummary)
-	data, err := os.ReadFile(path)
+	data, err := runfile.ReadBounded(path, runfile.MaxSmallJSON)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -136,48 +171,142 @@ type Summary struct {
 	Config       Config                 `json:"config"`
 }
 
-// prepareRunDir creates dir for a run started from iteration 0 and
-// refuses one that holds a run — a checkpoint or a summary — so a typo can
-// never overwrite results. The files of a run stopped before its first
-// checkpoint belong to no resumable state: they are removed, and noted in
-// res.
-func prepareRunDir(dir string, res *Result) error {
-	for _, f := range []string{FileCheckpoint, FileSummary} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			return fmt.Errorf("engine: %s already holds a run (%s exists); continue it with --resume %s or choose another --out", dir, f, dir)
+// OwnFile reports whether name is the name of a file the engine writes
+// in a run directory — its files above, failed.json, the lock, event
+// files, a damaged best.gob moved aside — or of the temporary file an
+// interrupted atomic write of one left. Nothing else in a run directory
+// is the engine's: it never removes, replaces or writes over it.
+func OwnFile(name string) bool {
+	if of, ok := runfile.TempOf(name); ok {
+		name = of
+	}
+	switch name {
+	case FileConfig, FileMetrics, FileSummary, FileCheckpoint, FileBest, FileVal, FileGaps, FileFailed,
+		runfile.FileLock, FileBest + damagedSuffix:
+		return true
+	}
+	return strings.HasPrefix(name, tbevents.Prefix)
+}
+
+// damagedSuffix names a damaged best.gob moved aside by a repair.
+const damagedSuffix = ".damaged"
+
+// IsRunDir reports whether dir holds a run: its config.json, checkpoint
+// or summary.
+func IsRunDir(dir string) bool {
+	for _, f := range []string{FileConfig, FileCheckpoint, FileSummary} {
+		if fileExists(filepath.Join(dir, f)) {
+			return true
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("engine: cannot create run directory: %w", err)
-	}
-	var removed []string
-	stale := []string{FileConfig, FileMetrics, FileVal, FileBest, FileGaps}
-	if events, err := tbevents.Files(dir); err == nil {
-		for _, f := range events {
-			stale = append(stale, filepath.Base(f))
-		}
-	}
-	for _, f := range stale {
-		path := filepath.Join(dir, f)
-		if _, err := os.Stat(path); err != nil {
-			continue
-		}
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("engine: cannot remove %s of the run stopped before its first checkpoint: %w", path, err)
-		}
-		removed = append(removed, f)
-	}
+	return false
+}
+
+// removeTemps removes the temporary files interrupted atomic writes of
+// the run's own files left in dir (they are never read: the file they
+// were to replace is whole), noting them in res. The caller holds dir's
+// lock.
+func removeTemps(dir string, res *Result) {
+	removed, err := runfile.RemoveTemps(dir, OwnFile)
 	if len(removed) > 0 && res != nil {
-		res.note("%s held a run stopped before its first checkpoint, which cannot be resumed: removed its %s and started over",
-			dir, strings.Join(removed, ", "))
+		res.note("removed %s in %s, left by an interrupted write", strings.Join(removed, ", "), dir)
+	}
+	if err != nil && res != nil {
+		res.note("could not remove the leftovers of an interrupted write in %s: %v", dir, err)
+	}
+}
+
+// usedDir is the refusal of dir for a run started from iteration 0 when
+// it holds a run — a checkpoint, a summary, or best parameters — so a
+// typo can never overwrite results; nil when it holds none. startOver
+// (a resume asked to start over) refuses only a checkpoint, which
+// --resume continues.
+func usedDir(dir string, startOver bool) error {
+	if fileExists(filepath.Join(dir, FileCheckpoint)) {
+		return fmt.Errorf("engine: %s already holds a run (%s exists); continue it with --resume %s or choose another --out", dir, FileCheckpoint, dir)
+	}
+	if startOver {
+		return nil
+	}
+	if fileExists(filepath.Join(dir, FileSummary)) {
+		return fmt.Errorf("engine: %s already holds a run (%s exists); choose another --out", dir, FileSummary)
+	}
+	if fileExists(filepath.Join(dir, FileBest)) {
+		return fmt.Errorf("engine: %s has no %s but holds a run's best parameters (%s): evaluate them with mkbench eval --run %s, or start the run over with --start-over, which moves its files aside into %s/%s-TIME (nothing is deleted)",
+			dir, FileCheckpoint, FileBest, dir, dir, asidePrefix)
 	}
 	return nil
 }
 
+// asidePrefix starts the name of the folder inside a run directory that a
+// start over moves the files of the earlier attempt to.
+const asidePrefix = "stopped"
+
+// prepareRunDir creates dir for a run started from iteration 0 and
+// refuses one that holds a run (usedDir). The engine's files of a run
+// stopped before its first checkpoint belong to no resumable state, but
+// they are its record: they are moved, never deleted, into a new folder
+// DIR/stopped-TIME, and the move is noted in res. Files not the engine's
+// stay where they are.
+func prepareRunDir(dir string, res *Result, startOver bool) error {
+	if err := usedDir(dir, startOver); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("engine: cannot create run directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("engine: reading %s: %w", dir, err)
+	}
+	var stale []string
+	for _, e := range entries {
+		if n := e.Name(); e.Type().IsRegular() && OwnFile(n) && n != runfile.FileLock && n != FileFailed {
+			stale = append(stale, n)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	aside, err := freeAside(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(aside, 0o755); err != nil {
+		return fmt.Errorf("engine: cannot move the files of the earlier attempt in %s aside: %w", dir, err)
+	}
+	for _, f := range stale {
+		if err := os.Rename(filepath.Join(dir, f), filepath.Join(aside, f)); err != nil {
+			return fmt.Errorf("engine: cannot move %s aside to %s: %w", filepath.Join(dir, f), aside, err)
+		}
+	}
+	if res != nil {
+		res.note("%s held a run stopped before its first checkpoint, which cannot be resumed: moved its %s to %s and started over",
+			dir, strings.Join(stale, ", "), aside)
+	}
+	return nil
+}
+
+// freeAside is the first free DIR/stopped-TIME[-N].
+func freeAside(dir string) (string, error) {
+	base := filepath.Join(dir, asidePrefix+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	to := base
+	for n := 2; ; n++ {
+		_, err := os.Lstat(to)
+		if errors.Is(err, fs.ErrNotExist) {
+			return to, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("engine: %w", err)
+		}
+		to = fmt.Sprintf("%s-%d", base, n)
+	}
+}
+
 // newRunDir prepares dir for a run started from iteration 0 and writes
 // its config.json.
-func newRunDir(dir string, rc RunConfig, res *Result) error {
-	if err := prepareRunDir(dir, res); err != nil {
+func newRunDir(dir string, rc RunConfig, res *Result, startOver bool) error {
+	if err := prepareRunDir(dir, res, startOver); err != nil {
 		return err
 	}
 	return runfile.WriteJSON(filepath.Join(dir, FileConfig), rc, runfile.Private)

@@ -2,10 +2,13 @@ package runfile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Private is the mode of run files; Shared, that of results meant to be
@@ -47,7 +50,7 @@ func WriteAtomicChecked(path string, data []byte, perm os.FileMode, check func(w
 // over path; on any failure the temporary file is removed and path is
 // untouched.
 func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error, check func([]byte) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tmpMark+"*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -87,4 +90,54 @@ func WriteJSON(path string, v any, perm os.FileMode) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return WriteAtomic(path, append(data, '\n'), perm)
+}
+
+// tmpMark joins a file's name and the random digits os.CreateTemp puts in
+// the name of writeAtomic's temporary file.
+const tmpMark = ".tmp-"
+
+// TempOf returns the name of the file whose interrupted atomic write left
+// the temporary file name (exactly NAME.tmp-DIGITS, as writeAtomic names
+// them); ok is false for any other name.
+func TempOf(name string) (of string, ok bool) {
+	i := strings.LastIndex(name, tmpMark)
+	if i <= 0 {
+		return "", false
+	}
+	digits := name[i+len(tmpMark):]
+	if digits == "" {
+		return "", false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return name[:i], true
+}
+
+// RemoveTemps removes from dir the temporary files that interrupted
+// atomic writes of the files own names left (a kill during a checkpoint
+// write leaves a checkpoint.gob.tmp-N as large as a checkpoint). Only
+// names of exactly writeAtomic's pattern for a name own accepts are
+// removed, and only regular files: anything else in dir is not provably
+// such a leftover and stays. The caller must hold dir's lock, so that no
+// write in progress loses its file. It returns the names removed.
+func RemoveTemps(dir string, own func(name string) bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		of, ok := TempOf(e.Name())
+		if !ok || !e.Type().IsRegular() || !own(of) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, nil
 }

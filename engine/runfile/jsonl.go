@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // Log is a JSON-lines file open for appending, one value a line. Each
@@ -94,7 +96,7 @@ func Append(path string, v any, perm os.FileMode) error {
 // keepThrough and the lines that do not parse, atomically; a missing log
 // is left missing.
 func Truncate(path string, keepThrough int, perm os.FileMode) error {
-	data, err := os.ReadFile(path)
+	data, err := ReadBounded(path, MaxLog)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -121,24 +123,56 @@ func Truncate(path string, keepThrough int, perm os.FileMode) error {
 // Read returns the rows of the log at path, decoded as T, skipping lines
 // that do not parse (a row cut by a kill). A missing log has no rows.
 func Read[T any](path string) ([]T, error) {
-	data, err := os.ReadFile(path)
+	rows, _, err := ReadRows[T](path)
+	return rows, err
+}
+
+// ReadRows is Read that also returns the 1-based numbers of the lines it
+// skipped because they do not parse — except a last line without its
+// newline, which is a row cut by a kill and no loss: whoever shows the
+// rows says how many others were left out and where. A log over MaxLog is
+// refused.
+func ReadRows[T any](path string) (rows []T, skipped []int, err error) {
+	data, err := ReadBounded(path, MaxLog)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
 	}
-	var out []T
-	for _, line := range bytes.Split(data, []byte("\n")) {
+	lines := bytes.Split(data, []byte("\n"))
+	for i, line := range lines {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		var v T
 		if json.Unmarshal(line, &v) == nil {
-			out = append(out, v)
+			rows = append(rows, v)
+		} else if i < len(lines)-1 {
+			skipped = append(skipped, i+1)
 		}
 	}
-	return out, nil
+	return rows, skipped, nil
+}
+
+// SkippedNote says which lines of the log at path ReadRows skipped, for
+// whoever shows its rows: "" when none was.
+func SkippedNote(path string, skipped []int) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	var ls []string
+	for _, n := range skipped[:min(len(skipped), 8)] {
+		ls = append(ls, strconv.Itoa(n))
+	}
+	if len(skipped) > 8 {
+		ls = append(ls, "…")
+	}
+	word := "line"
+	if len(skipped) > 1 {
+		word = "lines"
+	}
+	return fmt.Sprintf("%s: %d damaged %s left out (%s %s do not parse)", path, len(skipped), word, word, strings.Join(ls, ", "))
 }
 
 // LastRow decodes the last complete line of a JSON-lines file into v,

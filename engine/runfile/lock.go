@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -73,30 +75,108 @@ func Lock(dir string) (*DirLock, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create %s: %w", dir, err)
 	}
+	return lockFile(dir)
+}
+
+// lockFile takes the lock of the existing directory dir.
+func lockFile(dir string) (*DirLock, error) {
 	path := filepath.Join(dir, FileLock)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("cannot open the lock of %s: %w", dir, err)
-	}
-	held, err := tryLock(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot lock %s: %w", dir, err)
-	}
-	if !held {
-		e := &InUseError{Dir: dir}
-		if data, err := os.ReadFile(path); err == nil {
-			json.Unmarshal(data, &e.Owner)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("cannot open the lock of %s: %w", dir, err)
 		}
+		held, err := tryLock(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cannot lock %s: %w", dir, err)
+		}
+		if !held {
+			e := &InUseError{Dir: dir}
+			if data, err := ReadBounded(path, MaxSmallJSON); err == nil {
+				json.Unmarshal(data, &e.Owner)
+			}
+			f.Close()
+			return nil, e
+		}
+		// The lock file may have been removed (DirLock.Remove) between
+		// the open and the flock: a lock on an unlinked file locks
+		// nothing another process can see, so take the new file's.
+		if sameFile(f, path) {
+			return own(dir, f), nil
+		}
+		unlock(f)
 		f.Close()
-		return nil, e
 	}
+}
+
+// sameFile reports whether open file f is still the file at path.
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+// own records this process as the owner in the lock file f of dir.
+func own(dir string, f *os.File) *DirLock {
 	host, _ := os.Hostname()
 	data, _ := json.Marshal(Owner{Host: host, PID: os.Getpid(), Since: time.Now().UTC().Truncate(time.Second), Job: SlurmJob()})
 	if err := f.Truncate(0); err == nil {
 		_, err = f.WriteAt(append(data, '\n'), 0)
 	}
-	return &DirLock{dir: dir, f: f}, nil
+	return &DirLock{dir: dir, f: f}
+}
+
+// LockToRead takes the lock of the existing directory dir for reading it,
+// as Lock does, but creates nothing when it cannot: on a read-only file
+// system, or in a directory this user cannot write, the lock file cannot
+// be made — and then no process can write there either, so reading
+// without it is safe. readOnly says so (the lock is then nil); a held
+// lock is an *InUseError as with Lock, and a missing dir an error
+// matching fs.ErrNotExist.
+func LockToRead(dir string) (l *DirLock, readOnly bool, err error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	if !st.IsDir() {
+		return nil, false, &fs.PathError{Op: "lock", Path: dir, Err: errors.New("not a directory")}
+	}
+	l, err = lockFile(dir)
+	if err != nil && cannotWrite(err) {
+		// A lock file another process holds can still be read and
+		// honoured where it exists: the run was copied with it, or
+		// the mount became read-only under a live run.
+		if held, owner, herr := Held(dir); herr == nil && held {
+			return nil, false, &InUseError{Dir: dir, Owner: owner}
+		}
+		return nil, true, nil
+	}
+	return l, false, err
+}
+
+// cannotWrite reports whether err says the file system or the directory
+// does not let this process write.
+func cannotWrite(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)
+}
+
+// Remove gives the lock up and removes the lock file, for a directory the
+// lock was taken in only to be refused: it leaves no trace of the attempt.
+// A Lock racing with it takes the new lock file's lock (lockFile checks
+// that the file it locked is still there).
+func (l *DirLock) Remove() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := os.Remove(filepath.Join(l.dir, FileLock))
+	if rerr := l.Release(); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // Dir is the locked directory.
@@ -132,7 +212,7 @@ func Held(dir string) (bool, Owner, error) {
 	}
 	defer f.Close()
 	var o Owner
-	if data, err := os.ReadFile(path); err == nil {
+	if data, err := ReadBounded(path, MaxSmallJSON); err == nil {
 		json.Unmarshal(data, &o)
 	}
 	free, err := tryShared(f)
