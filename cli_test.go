@@ -261,7 +261,7 @@ func TestSetOverrides(t *testing.T) {
 		{[]string{"run", "--preset", "sine-5shot", "--iters", "5", "--set", "iters=6"}, []string{"--iters and --set iters are the same setting"}},
 		{[]string{"run", "--preset", "sine-5shot", "--set", "lr=1", "--set", "lr=2"}, []string{"--set: lr is set twice"}},
 		{[]string{"run", "--preset", "sine-5shot", "--set", "way=5"}, []string{`setting not used by this preset: "way"`}},
-		{[]string{"run", "--preset", "sine-5shot", "--set", "bases=0"}, []string{"bases (D) must be positive"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "bases=0"}, []string{"bases must be positive"}},
 		{[]string{"run", "--preset", "omniglot-5w1s", "--set", "way=1"}, []string{"way must be at least 2"}},
 		{[]string{"run", "--resume", t.TempDir(), "--set", "lr=1"}, []string{"--set cannot be changed when resuming"}},
 		{[]string{"run", "--preset", "sine-5shot", "--repair"}, []string{"--repair applies to --resume DIR only"}},

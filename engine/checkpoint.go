@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -154,12 +156,9 @@ func damagedAdvice(path string) string {
 // LoadCheckpoint reads, verifies (header and checksum) and sanity-checks
 // a checkpoint file. Every error names the file.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCheckpointFile(path)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return nil, fmt.Errorf("engine: no checkpoint at %s: is this a run directory made by mkbench run?", path)
-		}
-		return nil, fmt.Errorf("engine: reading checkpoint %s: %w", path, err)
+		return nil, err
 	}
 	var c Checkpoint
 	payload, err := checkpointPayload(data)
@@ -183,7 +182,89 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	if c.Iter < 0 || c.Optimizer == nil {
 		return nil, fmt.Errorf("%w: %s is incomplete", ErrBadCheckpoint, path)
 	}
+	if err := c.checkShapes(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v; %s", ErrBadCheckpoint, path, err, damagedAdvice(path))
+	}
 	return &c, nil
+}
+
+// maxCheckpointFile bounds a checkpoint file: encoding/gob refuses a
+// message of 8 GiB or more on 64-bit machines (its tooBig), so no larger
+// checkpoint could ever have been written or be decoded.
+const maxCheckpointFile = 8 << 30
+
+// readCheckpointFile reads a checkpoint file whole after checking its size
+// against what reading it would take: past maxCheckpointFile, or (with a
+// format-2 header) a payload length other than the file's, or more than
+// the machine has available (decoding holds the file and its values
+// both), it is refused before its bytes are read.
+func readCheckpointFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, fmt.Errorf("engine: no checkpoint at %s: is this a run directory made by mkbench run?", path)
+		}
+		return nil, fmt.Errorf("engine: reading checkpoint %s: %w", path, err)
+	}
+	size := st.Size()
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrBadCheckpoint, path)
+	}
+	if size > maxCheckpointFile {
+		return nil, fmt.Errorf("%w: %s is %s, more than any checkpoint can hold (%s): it is damaged or not a checkpoint; %s",
+			ErrBadCheckpoint, path, runfile.Size(size), runfile.Size(maxCheckpointFile), damagedAdvice(path))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: reading checkpoint %s: %w", path, err)
+	}
+	var head [checkpointHeader]byte
+	n, _ := io.ReadFull(f, head[:])
+	f.Close()
+	if n == checkpointHeader && string(head[:8]) == checkpointMagic {
+		if claim := binary.BigEndian.Uint64(head[12:]); claim != uint64(size-checkpointHeader) {
+			return nil, fmt.Errorf("%w: %s is damaged: its header says %d bytes of content but it holds %d (truncated or damaged); %s",
+				ErrBadCheckpoint, path, claim, size-checkpointHeader, damagedAdvice(path))
+		}
+	}
+	if avail := MachineMemory(); avail > 0 && uint64(size) > avail/3 {
+		return nil, fmt.Errorf("engine: %s is %s: reading it needs about %s, more than the %s this machine has available",
+			path, runfile.Size(size), runfile.Size(3*size), runfile.Size(int64(min(avail, math.MaxInt64))))
+	}
+	data, err := runfile.ReadBounded(path, maxCheckpointFile)
+	if err != nil {
+		return nil, fmt.Errorf("engine: reading checkpoint %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// checkShapes checks what a decoded checkpoint's sizes claim against what
+// it holds: each tensor's shape against its values (by division, so no
+// product overflows), the optimizer's moments against the parameters.
+func (c *Checkpoint) checkShapes() error {
+	for _, group := range []struct {
+		what string
+		ps   []*Param
+	}{{"parameter", c.Params}, {"buffer", c.Buffers}} {
+		for i, p := range group.ps {
+			if p == nil {
+				return fmt.Errorf("%s %d is missing", group.what, i)
+			}
+			if n, ok := shapeSize(p.Shape, len(p.Data)); !ok || n != len(p.Data) {
+				return fmt.Errorf("%s %s has shape %v but %d values", group.what, p.Name, p.Shape, len(p.Data))
+			}
+		}
+	}
+	o := c.Optimizer
+	if len(o.M) != len(c.Params) || o.Kind == "adam" && len(o.V) != len(c.Params) {
+		return fmt.Errorf("optimizer state holds %d tensors, the model %d", len(o.M), len(c.Params))
+	}
+	for i, p := range c.Params {
+		if len(o.M[i]) != len(p.Data) || o.Kind == "adam" && len(o.V[i]) != len(p.Data) {
+			return fmt.Errorf("optimizer state of %s does not match it", p.Name)
+		}
+	}
+	return nil
 }
 
 // restore loads the checkpoint's parameters, optimizer and context into a
@@ -238,7 +319,8 @@ func (c *Checkpoint) Model(src task.Source) (*Model, error) {
 }
 
 // LoadEvalCheckpoint loads the checkpoint a run directory's evaluation
-// tests: best.gob (which = "best") when the run validated, else
+// tests, refusing one whose values are not finite (a
+// *NonFiniteParamError): best.gob (which = "best") when the run validated, else
 // checkpoint.gob ("last"). note, when not empty, says why the choice is
 // not the one summary.json made: best.gob is missing, so the last
 // checkpoint stands in and the number will differ. A damaged file is an
@@ -250,10 +332,18 @@ func LoadEvalCheckpoint(dir string) (ck *Checkpoint, which, note string, err err
 		if err != nil {
 			return nil, "", "", err
 		}
+		if err := ck.checkFinite(bestPath, ErrBadCheckpoint); err != nil {
+			return nil, "", "", err
+		}
 		return ck, "best", unverifiedNote(ck, bestPath), nil
 	}
 	ck, err = LoadCheckpoint(lastPath)
 	if err != nil {
+		return nil, "", "", err
+	}
+	// A diverged run's last checkpoint may hold NaN and still be its
+	// record; it is refused here, where its parameters are to be used.
+	if err := ck.checkFinite(lastPath, ErrBadCheckpoint); err != nil {
 		return nil, "", "", err
 	}
 	note = unverifiedNote(ck, lastPath)

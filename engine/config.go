@@ -368,14 +368,56 @@ func (c Config) FeatureDim() int {
 	return c.EmbedHidden[len(c.EmbedHidden)-1]
 }
 
-// Validate reports the first setting that cannot run, naming it.
+// Ceilings of a config's counts. A config comes from files (config.json,
+// a checkpoint, a model's header, a sweep file) and flags as much as from
+// presets, so Validate bounds every count before anything is sized by it.
+// Each ceiling is far above any run that could finish and low enough that
+// the products the engine forms of them (a task's support rows × its
+// shifted copies, the memory estimate's sizes) cannot overflow an int.
+// Whether a run fits the machine is the memory estimate's to say
+// (MemoryEstimate), before training starts; these keep its arithmetic,
+// and what is allocated before it, sound.
+const (
+	// MaxSize bounds each width and size of a task: embed_hidden,
+	// infer_hidden, prior_hidden and flow_hidden, bases (D), way,
+	// train_way, shot (max_support), train_shot, query, eval_query,
+	// eval_samples and meta_batch: 65,536. A weight matrix between two
+	// layers that wide holds 2³² values (32 GiB in float64), and no data
+	// set mkbench reads has that many classes.
+	MaxSize = 1 << 16
+	// MaxTasks bounds eval_tasks and val_tasks: 1,048,576. An evaluation's
+	// 95% interval narrows as 1/√tasks: a million tasks narrow the paper's
+	// 600-task intervals 40-fold, below any difference its tables report;
+	// their per-task results take 8 MiB.
+	MaxTasks = 1 << 20
+	// MaxIters bounds iters and the settings counted in iterations or
+	// seconds (log_every, snapshot_every, val_every, lr_step,
+	// checkpoint_sec): 10⁹. At the fastest step measured (0.9 ms on sine)
+	// that is ten days of training; in seconds, 31 years.
+	MaxIters = 1_000_000_000
+	// MaxLayers bounds the layers of a network: embed_hidden's layers,
+	// infer_layers, flow_layers and a ResNet's stages: 64, as a Conv ψ's
+	// blocks (ops.ConvSpec).
+	MaxLayers = 64
+)
+
+// Validate reports the first setting that cannot run, naming it by the
+// key a user types (meta_batch, bases); every count is bounded by the
+// ceilings above.
 func (c Config) Validate() error {
 	var errs []error
-	pos := func(name string, v int) {
-		if v <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, v))
+	// in refuses a count outside lo … hi, named by key.
+	in := func(key string, v, lo, hi int) {
+		switch {
+		case v < lo && lo == 1:
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", key, v))
+		case v < lo:
+			errs = append(errs, fmt.Errorf("%s must be ≥ %d, got %d", key, lo, v))
+		case v > hi:
+			errs = append(errs, fmt.Errorf("%s must be at most %d, got %d", key, hi, v))
 		}
 	}
+	pos := func(key string, v, hi int) { in(key, v, 1, hi) }
 	switch c.Kernel {
 	case KernelRBF, KernelRFF, KernelVRF:
 	default:
@@ -388,9 +430,6 @@ func (c Config) Validate() error {
 	}
 	if c.Kernel != KernelVRF && (c.Context != ContextNone || c.FlowLayers != 0) {
 		errs = append(errs, fmt.Errorf("context and flows need the variational kernel (vrf), not %q", c.Kernel))
-	}
-	if c.FlowLayers < 0 {
-		errs = append(errs, fmt.Errorf("flow layers must be ≥ 0, got %d", c.FlowLayers))
 	}
 	switch c.Backbone {
 	case "", BackboneConv:
@@ -426,9 +465,6 @@ func (c Config) Validate() error {
 	} else if !c.UsesResNet() && len(c.EmbedHidden) == 0 {
 		errs = append(errs, errors.New("embed_hidden needs at least one layer"))
 	}
-	if c.Way < 0 || c.InferLayers < 0 || c.ValEvery < 0 || c.ValTasks < 0 {
-		errs = append(errs, fmt.Errorf("way, infer_layers, val_every and val_tasks must be ≥ 0, got %d, %d, %d, %d", c.Way, c.InferLayers, c.ValEvery, c.ValTasks))
-	}
 	if c.Way == 1 {
 		errs = append(errs, errors.New("way must be at least 2: a 1-way task has one class, so every prediction is right"))
 	}
@@ -455,27 +491,43 @@ func (c Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("train_split %q is not one of train, trainval", c.TrainSplit))
 	}
-	for i, w := range c.EmbedHidden {
-		pos(fmt.Sprintf("embed_hidden[%d]", i), w)
+	if len(c.EmbedHidden) > MaxLayers {
+		errs = append(errs, fmt.Errorf("embed_hidden has %d layers, at most %d", len(c.EmbedHidden), MaxLayers))
+	} else {
+		for i, w := range c.EmbedHidden {
+			pos(fmt.Sprintf("embed_hidden[%d]", i), w, MaxSize)
+		}
 	}
-	pos("infer_hidden", c.InferHidden)
-	pos("prior_hidden", c.PriorHidden)
-	pos("flow_hidden", c.FlowHidden)
-	pos("bases (D)", c.Bases)
-	pos("meta-batch", c.MetaBatch)
-	pos("shot", c.Shot)
-	pos("query", c.Query)
-	pos("iters", c.Iters)
-	pos("log_every", c.LogEvery)
-	pos("snapshot_every", c.SnapshotEvery)
-	pos("eval tasks", c.EvalTasks)
-	pos("eval query", c.EvalQuery)
-	pos("eval samples", c.EvalSamples)
+	if c.ResNet != nil && len(c.ResNet.Widths) > MaxLayers {
+		errs = append(errs, fmt.Errorf("resnet has %d stages, at most %d", len(c.ResNet.Widths), MaxLayers))
+	}
+	in("flow_layers", c.FlowLayers, 0, MaxLayers)
+	in("infer_layers", c.InferLayers, 0, MaxLayers)
+	pos("infer_hidden", c.InferHidden, MaxSize)
+	pos("prior_hidden", c.PriorHidden, MaxSize)
+	pos("flow_hidden", c.FlowHidden, MaxSize)
+	pos("bases", c.Bases, MaxSize)
+	pos("meta_batch", c.MetaBatch, MaxSize)
+	in("way", c.Way, 0, MaxSize)
+	in("train_way", c.TrainWay, math.MinInt, MaxSize) // their lower bounds are checked above
+	pos("shot", c.Shot, MaxSize)
+	in("train_shot", c.TrainShot, math.MinInt, MaxSize)
+	pos("query", c.Query, MaxSize)
+	pos("iters", c.Iters, MaxIters)
+	pos("log_every", c.LogEvery, MaxIters)
+	pos("snapshot_every", c.SnapshotEvery, MaxIters)
+	in("val_every", c.ValEvery, 0, MaxIters)
+	in("lr_step", c.LRStep, 0, MaxIters)
+	in("checkpoint_sec", c.CheckpointSec, 0, MaxIters)
+	pos("eval_tasks", c.EvalTasks, MaxTasks)
+	in("val_tasks", c.ValTasks, 0, MaxTasks)
+	pos("eval_query", c.EvalQuery, MaxSize)
+	pos("eval_samples", c.EvalSamples, MaxSize)
 	if c.FlowLayers > 0 && c.FeatureDim() < 2 {
 		errs = append(errs, errors.New("flows need a feature dimension of at least 2"))
 	}
 	if !(c.LR > 0) {
-		errs = append(errs, fmt.Errorf("learning rate must be positive, got %g", c.LR))
+		errs = append(errs, fmt.Errorf("lr must be positive, got %g", c.LR))
 	}
 	if !(c.LambdaInit > 0) {
 		errs = append(errs, fmt.Errorf("lambda_init must be positive, got %g", c.LambdaInit))
@@ -510,8 +562,8 @@ func (c Config) Validate() error {
 	if c.FlowLRScale < 0 || math.IsNaN(c.FlowLRScale) {
 		errs = append(errs, fmt.Errorf("flow_lr_scale must be ≥ 0, got %g", c.FlowLRScale))
 	}
-	if c.KLWeight < 0 || c.ClipNorm < 0 || c.Momentum < 0 || c.Momentum >= 1 || c.CheckpointSec < 0 {
-		errs = append(errs, errors.New("kl_weight, clip_norm and checkpoint_sec must be ≥ 0 and momentum in [0,1)"))
+	if c.KLWeight < 0 || c.ClipNorm < 0 || c.Momentum < 0 || c.Momentum >= 1 {
+		errs = append(errs, errors.New("kl_weight and clip_norm must be ≥ 0 and momentum in [0,1)"))
 	}
 	switch c.Optimizer {
 	case "adam", "sgd":

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -19,6 +20,72 @@ type EvalResult struct {
 	Draws  int     `json:"samples"` // ω draws averaged per prediction
 	// PerTask holds each task's metric, in stream order.
 	PerTask []float64 `json:"-"`
+}
+
+// NonFiniteParamError is the error for a model whose parameters (or
+// batch-norm statistics, or carried context) hold NaN or ±Inf where it is
+// to be evaluated or exported: such a model predicts nothing, and
+// evaluating it would end in the graph machine's error about an op deep
+// inside it. A training checkpoint of a diverged run may hold such values
+// and still be kept (its resume refuses the step, not the file); the
+// refusal belongs where the parameters are to be used. It matches
+// ErrNonFinite and the error of the file it was read from
+// (ErrBadModelFile, ErrBadCheckpoint).
+type NonFiniteParamError struct {
+	File   string  // the file the model was read from; "" for a model in memory
+	Tensor string  // "parameter NAME", "buffer NAME", "context state H[0]"
+	Value  float64 // the first non-finite value
+	kind   error
+}
+
+func (e *NonFiniteParamError) Error() string {
+	where := ""
+	if e.File != "" {
+		where = e.File + ": "
+	}
+	return fmt.Sprintf("engine: %s%s holds %v: the model diverged or the file is damaged", where, e.Tensor, e.Value)
+}
+
+// Is matches ErrNonFinite and the error kind of the file.
+func (e *NonFiniteParamError) Is(target error) bool {
+	return target == ErrNonFinite || e.kind != nil && target == e.kind
+}
+
+// checkFinite returns a *NonFiniteParamError for the first tensor of ck
+// that holds a NaN or ±Inf (parameters, buffers, context state), nil when
+// every value is finite. file and kind label the error.
+func (ck *Checkpoint) checkFinite(file string, kind error) error {
+	for _, group := range []struct {
+		what string
+		ps   []*Param
+	}{{"parameter", ck.Params}, {"buffer", ck.Buffers}} {
+		for _, p := range group.ps {
+			if p == nil {
+				continue
+			}
+			if x, bad := firstNonFinite(p.Data); bad {
+				return &NonFiniteParamError{File: file, Tensor: group.what + " " + p.Name, Value: x, kind: kind}
+			}
+		}
+	}
+	for k := 0; k < 2; k++ {
+		for j, v := range [][]float64{ck.State.H[k], ck.State.C[k]} {
+			if x, bad := firstNonFinite(v); bad {
+				return &NonFiniteParamError{File: file, Tensor: fmt.Sprintf("context state %s[%d]", "HC"[j:j+1], k), Value: x, kind: kind}
+			}
+		}
+	}
+	return nil
+}
+
+// firstNonFinite is the first NaN or ±Inf of v.
+func firstNonFinite(v []float64) (float64, bool) {
+	for _, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return x, true
+		}
+	}
+	return 0, false
 }
 
 // String formats the result the way the paper reports it.
@@ -93,6 +160,12 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 	if tasks <= 0 || query <= 0 || samples <= 0 {
 		return EvalResult{}, fmt.Errorf("engine: evaluation needs positive tasks, query and samples, got %d, %d, %d", tasks, query, samples)
 	}
+	// The sizes may come from a flag (eval --eval-tasks) rather than a
+	// validated config: their ceilings are Validate's, checked before the
+	// per-task results are allocated.
+	if tasks > MaxTasks || query > MaxSize || samples > MaxSize {
+		return EvalResult{}, fmt.Errorf("engine: evaluation of %d tasks, %d queries and %d draws: at most %d tasks and %d queries and draws", tasks, query, samples, MaxTasks, MaxSize)
+	}
 	c := m.Cfg
 	res := EvalResult{Metric: "mse", Tasks: tasks, Query: query, Draws: samples, PerTask: make([]float64, 0, tasks)}
 	if c.Classify() {
@@ -144,7 +217,7 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 			m.drawNoise(task.Stream(seed, noiseStream, uint64(batch*samples+s)), T)
 			st := state.clone()
 			if err := m.run(gr, bp, &m.noise, &st, nil); err != nil {
-				return res, err
+				return res, m.evalError(err)
 			}
 			if s == 0 {
 				next = st
@@ -195,6 +268,36 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 	}
 	return res, nil
 }
+
+// evalError is the error of an evaluation whose graph failed: a model
+// whose values are not finite is named by its first such tensor (the
+// machine's own error would name an op deep inside, "PC 62. Failed to
+// execute instruction KRRSolve#22 …"); any other failure is the op's
+// error without the machine's wrapping.
+func (m *Model) evalError(err error) error {
+	held := Checkpoint{Params: m.Params.List, Buffers: bnBuffers(m.Cfg.ResNet, m.BN), State: m.State}
+	if nf := held.checkFinite("", nil); nf != nil {
+		return fmt.Errorf("engine: evaluation: %w", nf)
+	}
+	cause := ops.Cause(err)
+	if ke := (*ops.KRRError)(nil); errors.As(cause, &ke) {
+		// The advice of a training step (lower the learning rate) does not
+		// apply to parameters already trained.
+		return &evalFailure{cause: cause, msg: "engine: evaluation failed: " + ke.Problem() +
+			": the model's values overflow on these tasks; try fewer bases, or the checkpoint of an earlier iteration"}
+	}
+	return fmt.Errorf("engine: evaluation failed: %w", cause)
+}
+
+// evalFailure is an evaluation's error with its own words, matching its
+// cause.
+type evalFailure struct {
+	msg   string
+	cause error
+}
+
+func (e *evalFailure) Error() string { return e.msg }
+func (e *evalFailure) Unwrap() error { return e.cause }
 
 // shiftSupport makes dst the episodes of src with each support image
 // followed by its copies shifted by every (dy, dx) in −r … r but (0, 0)
@@ -298,7 +401,7 @@ func (m *Model) Display(iter, which, draws int) (*Display, error) {
 		m.drawNoise(task.Stream(c.Seed, streamDisplayNoise, uint64(iter)*1024+uint64(s)), 1)
 		st := m.State.clone()
 		if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
-			return nil, err
+			return nil, m.evalError(err)
 		}
 		for i, v := range dataOf(gr.r.predV)[:displayGrid] {
 			d.PredMean[i] += v
@@ -362,7 +465,7 @@ func (m *Model) basesDisplay(iter, which int) (*Display, error) {
 	m.drawNoise(task.Stream(c.Seed, streamDisplayNoise, uint64(iter)*1024), 1)
 	st := m.State.clone()
 	if err := m.run(gr, &b, &m.noise, &st, nil); err != nil {
-		return nil, err
+		return nil, m.evalError(err)
 	}
 	return &Display{Iter: iter, D: c.Bases, Dim: c.FeatureDim(), Draws: 1, OmegaSteps: m.omegaSteps(gr)}, nil
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,8 +16,9 @@ import (
 
 // Fuzz targets for the engine's readers of untrusted bytes: the checkpoint
 // (LoadCheckpoint, whatever its format: the seeds are written by Save, so
-// they follow it) and config.json/summary.json (RunConfig, Summary and
-// Config.Validate). No input may panic, hang or allocate without bound;
+// they follow it), the model file (ReadModelFile: the seeds are a shipped
+// model and one written by ModelFile) and config.json/summary.json
+// (RunConfig, Summary and Config.Validate). No input may panic, hang or allocate without bound;
 // errors name the file.
 
 // withDeadline runs f and fails t when it takes longer than d: a hang on
@@ -195,4 +198,68 @@ func normalConfig(c Config) Config {
 		c.EmbedHidden = nil
 	}
 	return c
+}
+
+// FuzzReadModelFile reads arbitrary bytes as a model file, as they are and
+// with their checksum made right (so that the header and the values are
+// reached): an error matches ErrBadModelFile and names the file; what
+// loads is a valid, finite model that writes back to the same bytes.
+func FuzzReadModelFile(f *testing.F) {
+	f.Add(ModelFile(smallCheckpoint(f)))
+	if shipped, _ := filepath.Glob("../presets/models/shipped/*/model.mkbm"); len(shipped) > 0 {
+		b, err := os.ReadFile(shipped[0])
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("MKBMODEL\x00\x00\x00\x01\xff\xff\xff\xff{}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		body := data
+		if len(body) >= sha256.Size {
+			body = body[:len(body)-sha256.Size]
+		}
+		sum := sha256.Sum256(body)
+		for _, b := range [][]byte{data, append(body[:len(body):len(body)], sum[:]...)} {
+			var ck *Checkpoint
+			var err error
+			allocBound(t, 64<<20+16*uint64(len(b)), "ReadModelFile", func() {
+				withDeadline(t, 10*time.Second, "ReadModelFile", func() { ck, err = ReadModelFile(b, "fuzz.mkbm") })
+			})
+			if err != nil {
+				if !errors.Is(err, ErrBadModelFile) || !strings.Contains(err.Error(), "fuzz.mkbm") {
+					t.Fatalf("error %q does not match ErrBadModelFile or name the file", err)
+				}
+				continue
+			}
+			if ck.Config.Validate() != nil || ck.checkFinite("", nil) != nil || ck.Optimizer == nil {
+				t.Fatalf("accepted an invalid model: %+v", ck)
+			}
+			if _, err := ReadModelFile(ModelFile(ck), "again.mkbm"); err != nil {
+				t.Fatalf("a model read does not read back once written: %v", err)
+			}
+		}
+	})
+}
+
+// The shipped models open as they are, and write back byte for byte: the
+// bounds refuse none of them.
+func TestShippedModelFilesOpen(t *testing.T) {
+	files, _ := filepath.Glob("../presets/models/shipped/*/model.mkbm")
+	if len(files) == 0 {
+		t.Skip("no shipped models")
+	}
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ck, err := ReadModelFile(b, path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if !bytes.Equal(ModelFile(ck), b) {
+			t.Errorf("%s does not write back to the same bytes", path)
+		}
+	}
 }

@@ -23,7 +23,10 @@ import (
 // (T×D×d: the noise, ω₀, each flow layer's output and its scale and
 // shift, the final ω), the random features of NS+NQ rows (D wide, with
 // their sines), the kernels (NS² and NQ·NS), the KRR solve and the prior's
-// per-query activations.
+// per-query activations. An evaluation also keeps each task's metric to
+// its end (EvalTasks of them per test source, ValTasks for a
+// validation); Validate bounds the counts, so the products here are taken
+// in float64 on sizes that cannot overflow before it.
 //
 // The factors below were calibrated against the peak RSS of real runs
 // (/usr/bin/time -v; see the lead's report): the estimate is within 2× of
@@ -43,22 +46,40 @@ const (
 // family with inputs of width inDim and targets of width outDim (see
 // presets.Dims). It saturates at math.MaxUint64 rather than overflow.
 func (c Config) MemoryEstimate(inDim, outDim int) uint64 {
+	f := func(v int) float64 { return float64(v) }
 	b := float64(memBase) + c.paramBytes(inDim, outDim)
-	ns, nq := c.SupportPoints(), c.QueryPoints()
+	ns, nq := f(c.SupportPoints()), f(c.QueryPoints())
 	if c.Classify() && !c.Varying {
-		ns, nq = c.TrainingShot()*c.TrainingWay(), c.Query*c.TrainingWay()
+		ns, nq = f(c.TrainingShot())*f(c.TrainingWay()), f(c.Query)*f(c.TrainingWay())
 	}
 	train := c.graphBytes(c.MetaBatch, ns, nq, inDim, outDim, true)
-	eval := c.graphBytes(c.MetaBatch, c.SupportPoints()*c.EvalShifts(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false)
-	display := c.graphBytes(1, c.SupportPoints(), 100, inDim, outDim, false)
-	return saturate(b + train + eval + display)
+	display := c.graphBytes(1, f(c.SupportPoints()), 100, inDim, outDim, false)
+	return saturate(b + train + c.evalBytes(inDim, outDim) + display + c.resultBytes())
 }
 
 // EvalMemoryEstimate is the peak memory in bytes evaluating a model of c
-// needs (mkbench eval): its parameters and the evaluation graph.
+// needs (mkbench eval): its parameters, the evaluation graph and the
+// evaluation's per-task results.
 func (c Config) EvalMemoryEstimate(inDim, outDim int) uint64 {
 	b := float64(memBase) + c.paramBytes(inDim, outDim)
-	return saturate(b + c.graphBytes(c.MetaBatch, c.SupportPoints()*c.EvalShifts(), c.EvalQuery*max(c.Way, 1), inDim, outDim, false))
+	return saturate(b + c.evalBytes(inDim, outDim) + c.resultBytes())
+}
+
+// evalBytes is what the evaluation graph holds: MetaBatch tasks whose
+// support images each come with their shifted copies (EvalShifts), with
+// EvalQuery query rows per class; validation shares it. The products are
+// taken in float64, where no size can overflow.
+func (c Config) evalBytes(inDim, outDim int) float64 {
+	f := func(v int) float64 { return float64(v) }
+	return c.graphBytes(c.MetaBatch, f(c.SupportPoints())*f(c.EvalShifts()), f(c.EvalQuery)*f(max(c.Way, 1)), inDim, outDim, false)
+}
+
+// resultBytes is what an evaluation keeps for its whole length: each
+// task's metric (EvalResult.PerTask), for every test source a run names
+// (one where it names none or one), and the validation's.
+func (c Config) resultBytes() float64 {
+	sources := float64(max(len(c.TestSources), 1))
+	return 8 * (float64(c.EvalTasks)*sources + float64(c.ValTasks))
 }
 
 func saturate(x float64) uint64 {
@@ -116,9 +137,9 @@ func (c Config) paramBytes(inDim, outDim int) float64 {
 
 // graphBytes is what one graph of T tasks with ns support and nq query
 // rows holds; a training graph holds gradients too.
-func (c Config) graphBytes(T, ns, nq, inDim, outDim int, train bool) float64 {
+func (c Config) graphBytes(T int, ns, nq float64, inDim, outDim int, train bool) float64 {
 	f := func(v int) float64 { return float64(v) }
-	rows := f(ns + nq)
+	rows := ns + nq
 	d, D := f(c.FeatureDim()), f(c.Bases)
 	per := rows * f(inDim) // the input rows
 	var resnet float64
@@ -143,9 +164,9 @@ func (c Config) graphBytes(T, ns, nq, inDim, outDim int, train bool) float64 {
 		per += memPerOmega*D*d + memPerFlowPart*f(c.FlowLayers)*D*d
 		per += memPerFeature * rows * D
 	}
-	per += 2 * (f(ns)*f(ns) + f(nq)*f(ns))     // the kernels
-	per += f(ns)*f(outDim) + 2*f(nq)*f(outDim) // α, the predictions
-	per += f(nq) * (4*d + 2*f(c.PriorHidden))  // the prior's attention and MLP
+	per += 2 * (ns*ns + nq*ns)             // the kernels
+	per += ns*f(outDim) + 2*nq*f(outDim)   // α, the predictions
+	per += nq * (4*d + 2*f(c.PriorHidden)) // the prior's attention and MLP
 	b := 8 * f(T) * per
 	if train {
 		b *= memGradFactor

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // A model file holds a trained model compactly, for shipping: its
@@ -29,6 +31,11 @@ const (
 	modelFileMagic  = "MKBMODEL"
 	modelFileFormat = 1
 )
+
+// maxModelHeader bounds a model file's JSON header: a model's config and
+// its tensors' names and shapes take a few kilobytes; the ceiling is that
+// of every small JSON file mkbench reads back.
+const maxModelHeader = runfile.MaxSmallJSON
 
 // ErrBadModelFile is matched by every error about a model file's bytes.
 var ErrBadModelFile = errors.New("engine: model file is damaged")
@@ -107,9 +114,12 @@ func ReadModelFile(data []byte, name string) (*Checkpoint, error) {
 	if v := binary.BigEndian.Uint32(body[8:]); v != modelFileFormat {
 		return nil, bad("format %d, this build reads %d", v, modelFileFormat)
 	}
-	n := int(binary.BigEndian.Uint32(body[12:]))
-	if n > len(body)-16 {
-		return nil, bad("header of %d bytes in a file of %d", n, len(data))
+	// Every length below is compared with what the file still holds by
+	// division, never by multiplying it out: a length of 2⁶² times 4
+	// overflows to a small number that would pass.
+	n := uint64(binary.BigEndian.Uint32(body[12:]))
+	if n > uint64(len(body)-16) || n > maxModelHeader {
+		return nil, bad("header of %d bytes in a file of %d (a header holds at most %d)", n, len(data), maxModelHeader)
 	}
 	var h modelHeader
 	if err := json.Unmarshal(body[16:16+n], &h); err != nil {
@@ -119,28 +129,29 @@ func ReadModelFile(data []byte, name string) (*Checkpoint, error) {
 		return nil, bad("%v", err)
 	}
 	vals := body[16+n:]
-	take := func(k int) ([]float64, error) {
-		if k < 0 || 4*k > len(vals) {
-			return nil, bad("values end early")
+	take := func(what string, k int) ([]float64, error) {
+		if k < 0 || k > len(vals)/4 {
+			return nil, bad("%s claims %d values, the file holds %d more", what, k, len(vals)/4)
 		}
 		out := make([]float64, k)
 		for i := range out {
-			out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:])))
+			f := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
+			if x := float64(f); math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, &NonFiniteParamError{File: name, Tensor: what, Value: x, kind: ErrBadModelFile}
+			}
+			out[i] = float64(f)
 		}
 		vals = vals[4*k:]
 		return out, nil
 	}
-	tensors := func(defs []tensorDef) ([]*Param, error) {
+	tensors := func(kind string, defs []tensorDef) ([]*Param, error) {
 		var ps []*Param
 		for _, d := range defs {
-			size := 1
-			for _, s := range d.Shape {
-				if s < 0 || s > 1<<30 || size > (1<<31)/max(s, 1) {
-					return nil, bad("tensor %s has shape %v", d.Name, d.Shape)
-				}
-				size *= s
+			size, ok := shapeSize(d.Shape, len(vals)/4)
+			if !ok {
+				return nil, bad("%s %s has shape %v, more values than the file holds (%d)", kind, d.Name, d.Shape, len(vals)/4)
 			}
-			v, err := take(size)
+			v, err := take(kind+" "+d.Name, size)
 			if err != nil {
 				return nil, err
 			}
@@ -151,18 +162,17 @@ func ReadModelFile(data []byte, name string) (*Checkpoint, error) {
 	ck := &Checkpoint{Version: checkpointVersion, Preset: h.Preset, Source: h.Source, Config: h.Config, Iter: h.Iter,
 		TrainSeconds: h.TrainSeconds, BestIter: h.BestIter, BestEval: h.BestEval}
 	var err error
-	if ck.Params, err = tensors(h.Params); err != nil {
+	if ck.Params, err = tensors("parameter", h.Params); err != nil {
 		return nil, err
 	}
-	if ck.Buffers, err = tensors(h.Buffers); err != nil {
+	if ck.Buffers, err = tensors("buffer", h.Buffers); err != nil {
 		return nil, err
 	}
 	for k := 0; k < 2; k++ {
-		if ck.State.H[k], err = take(h.State[k][0]); err != nil {
-			return nil, err
-		}
-		if ck.State.C[k], err = take(h.State[k][1]); err != nil {
-			return nil, err
+		for j, dst := range []*[]float64{&ck.State.H[k], &ck.State.C[k]} {
+			if *dst, err = take(fmt.Sprintf("context state %s[%d]", "HC"[j:j+1], k), h.State[k][j]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(vals) != 0 {
@@ -170,4 +180,26 @@ func ReadModelFile(data []byte, name string) (*Checkpoint, error) {
 	}
 	ck.Optimizer = NewOptimizer(ck.Config, ck.Params)
 	return ck, nil
+}
+
+// shapeSize is the number of values of a tensor of shape, when it is at
+// most limit; false for a negative side or a product past limit, found
+// without overflow (each side is compared with limit divided by the
+// product so far).
+func shapeSize(shape []int, limit int) (int, bool) {
+	size := 1
+	for _, s := range shape {
+		if s < 0 {
+			return 0, false
+		}
+		if s == 0 {
+			size = 0
+			continue
+		}
+		if size > limit/s {
+			return 0, false
+		}
+		size *= s
+	}
+	return size, size <= limit
 }
