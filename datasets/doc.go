@@ -3,7 +3,8 @@
 // whole task stream. Synthetic families need no files; the others read local
 // copies of the published data sets, which a user supplies: the package
 // ships only the class splits, embedded with their licenses. It depends on
-// the engine only through the leaf package engine/task (Batch, Source).
+// the engine only through the leaf packages engine/task (Batch, Source)
+// and engine/runfile (bounded reads).
 //
 // # Sine
 //
@@ -127,6 +128,26 @@
 // Files are written to a temporary name and renamed, so readers see whole
 // files only, and failing to write one is reported in the load's Info, not
 // as an error. Deleting the folder is always safe.
+//
+// # Image memory
+//
+// Go's decoders hold a whole image, and more (8 bytes a pixel for a 16-bit
+// PNG; for a progressive JPEG, 4 bytes a pixel of each component's
+// coefficients besides its planes), while few-shot models read 84×84 or
+// less. So before an image is decoded, the bytes its decode and resize
+// will allocate are computed from its headers (colour type, depth,
+// transparency and interlacing of a PNG; components, sampling, progression
+// and colour conversion of a JPEG), and an image that would take more than
+// 192 MB is refused by name, with its size and a size that would fit. A
+// 12-megapixel photograph fits however it is encoded (21 MB as a baseline
+// JPEG, 178 MB as a progressive one without colour subsampling); a 16-bit
+// 8192×8192 PNG (513 MB) does not. The images being read and decoded at
+// once, their files included, share 256 MB, whatever the number of
+// cores: decoding waits for room, first come first served. An image file
+// is at most 64 MB, and must be a regular file (a named pipe or a device
+// is refused before it is opened). A folder's class folders are listed
+// and checked against what its episodes need (FolderOptions.Need) before
+// any image is read.
 //
 // # Episodes
 //

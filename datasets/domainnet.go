@@ -234,7 +234,7 @@ func loadDomainList(dir, name string, lines []listLine, side int, opts DomainNet
 			}
 			fmt.Fprintf(h, "%s %d\n", e.path, l)
 			hashFileState(h, fi.Size(), fi.ModTime().UnixNano())
-			files = append(files, drawingFile{label: p, read: imageFileReader(p)})
+			files = append(files, imageFile(p))
 		}
 	}
 	job := imageJob{family: "domainnet", title: "DomainNet " + name, side: side, classes: classes, files: files, sources: []string{filepath.Join(dir, name+".txt")}}

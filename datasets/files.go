@@ -11,9 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // What the loaders share to find, read and decode the files of a data set,
@@ -98,27 +103,27 @@ func hashFileState(h io.Writer, size, mtime int64) {
 func validPart(p string) bool { return p != "" && p != "." && p != ".." && !strings.Contains(p, "\\") }
 
 // readFileAtMost reads the regular file p unless it holds more than limit
-// bytes; errors name the file.
+// bytes (runfile.ReadBounded: a FIFO or device is refused unopened, a file
+// that grows while read is caught); errors name the file.
 func readFileAtMost(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, fmt.Errorf("datasets: %w", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, fmt.Errorf("datasets: %w", err)
-	} else if !fi.Mode().IsRegular() {
-		// A FIFO would block the reader forever.
-		return nil, fmt.Errorf("datasets: %s is not a regular file", p)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("datasets: reading %s: %w", p, err)
-	}
-	if int64(len(data)) > limit {
+	data, err := runfile.ReadBounded(p, limit)
+	if errors.Is(err, runfile.ErrTooLarge) {
 		return nil, fmt.Errorf("datasets: %s is larger than %d MB, more than any file of the data set", p, limit>>20)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
 	return data, nil
+}
+
+// printablePath is p as messages show it: quoted, escapes and all, when it
+// holds bytes that are not printable UTF-8 (a file name can hold a
+// terminal's control sequences, or Latin-1 bytes), else as it is.
+func printablePath(p string) string {
+	if !utf8.ValidString(p) || strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 var errTooLarge = errors.New("larger than any Omniglot drawing")
@@ -137,9 +142,12 @@ func readAtMost(r io.Reader, limit int64) ([]byte, error) {
 }
 
 // drawingFile is one image file to decode; label names it in errors (a
-// path, or an entry of a zip).
+// path, or an entry of a zip). An image set's file on disk has its path
+// (see imageFile) and is read by decodeImageFiles; any other is read by
+// read.
 type drawingFile struct {
 	label string
+	path  string
 	read  func() ([]byte, error)
 }
 
@@ -153,14 +161,25 @@ func decodeWorkers(n int) int {
 }
 
 // decodeFiles reads files[i] and hands its bytes to decode(i, data, s) on
-// workers goroutines, each with its own scratch s. Results land by index,
-// so nothing depends on scheduling, and the error returned is the one of
-// the first failing file in list order: indices are handed out in
-// increasing order, so every file before a failure has been decoded when
-// the workers stop.
+// workers goroutines, each with its own scratch s (see forEachFile).
 func decodeFiles[S any](files []drawingFile, workers int, decode func(i int, data []byte, s *S) error) error {
-	workers = min(workers, len(files))
-	errs := make([]error, len(files))
+	return forEachFile(len(files), workers, func(i int, s *S) error {
+		data, err := files[i].read()
+		if err != nil {
+			return err
+		}
+		return decode(i, data, s)
+	})
+}
+
+// forEachFile calls do(i, s) for i < n on workers goroutines, each with
+// its own scratch s. Results land by index, so nothing depends on
+// scheduling, and the error returned is the one of the first failing index:
+// indices are handed out in increasing order, so every one before a
+// failure has been done when the workers stop.
+func forEachFile[S any](n, workers int, do func(i int, s *S) error) error {
+	workers = min(workers, n)
+	errs := make([]error, n)
 	var next atomic.Int64
 	var failed atomic.Bool
 	var wg sync.WaitGroup
@@ -171,14 +190,10 @@ func decodeFiles[S any](files []drawingFile, workers int, decode func(i int, dat
 			var scratch S
 			for !failed.Load() {
 				i := int(next.Add(1) - 1)
-				if i >= len(files) {
+				if i >= n {
 					return
 				}
-				data, err := files[i].read()
-				if err == nil {
-					err = decode(i, data, &scratch)
-				}
-				if err != nil {
+				if err := do(i, &scratch); err != nil {
 					errs[i] = err
 					failed.Store(true)
 				}

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // ErrNoFolder is wrapped by the errors LoadFolder returns for a folder that
@@ -31,6 +33,18 @@ type FolderOptions struct {
 	// SplitSeed seeds that division (the classes, sorted by name, are
 	// shuffled with it), so the split does not move with a run's seed.
 	SplitSeed uint64
+	// Need lists what the episodes to be drawn from the folder need.
+	// LoadFolder checks them against the class folders' listings before
+	// it reads any image, so a folder too small is refused at once rather
+	// than after its images are decoded.
+	Need []FolderNeed
+}
+
+// FolderNeed is what the episodes of one split of a folder need: Way
+// classes, each with Examples images (shots and queries).
+type FolderNeed struct {
+	Split         string // "train", "val", "test" or "all"
+	Way, Examples int
 }
 
 // imageExts are the file types a class folder's images may have.
@@ -61,22 +75,39 @@ func LoadFolder(dir string, opts FolderOptions) (*ImageSet, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "mkbench folder v%d %d\n", imageCacheVersion, opts.Side)
 	var classes []ImageClass
-	var files []drawingFile
-	for _, c := range layout.classes {
+	classPaths := make([][]string, len(layout.classes))
+	for i, c := range layout.classes {
 		paths, err := classImages(filepath.Join(dir, c))
 		if err != nil {
 			return nil, err
 		}
+		classPaths[i] = paths
 		classes = append(classes, ImageClass{Name: filepath.ToSlash(c), Images: len(paths)})
-		fmt.Fprintf(h, "class %s %d\n", filepath.ToSlash(c), len(paths))
-		for _, p := range paths {
+	}
+	if err := checkFolderNeeds(dir, layout, classes, opts.Need); err != nil {
+		return nil, err
+	}
+	var files []drawingFile
+	for i, c := range classes {
+		fmt.Fprintf(h, "class %s %d\n", c.Name, c.Images)
+		for _, p := range classPaths[i] {
+			f := imageFile(p)
 			fi, err := os.Stat(p)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("datasets: %w", err)
+			}
+			// Refused here, before anything is decoded, and for
+			// good: reading a FIFO or device could block or
+			// never end.
+			if !fi.Mode().IsRegular() {
+				return nil, fmt.Errorf("datasets: %s is not a regular file (%s); keep only image files in the class folders", f.label, fileKind(fi.Mode()))
+			}
+			if fi.Size() > maxImageBytes {
+				return nil, fmt.Errorf("datasets: %s is %s, more than the %s an image file may be; downscale it", f.label, runfile.Size(fi.Size()), runfile.Size(maxImageBytes))
 			}
 			h.Write([]byte(filepath.Base(p)))
 			hashFileState(h, fi.Size(), fi.ModTime().UnixNano())
-			files = append(files, drawingFile{label: p, read: imageFileReader(p)})
+			files = append(files, f)
 		}
 	}
 	var key [32]byte
@@ -95,6 +126,33 @@ func LoadFolder(dir string, opts FolderOptions) (*ImageSet, error) {
 	}
 	s.addUnion("all", s.order...)
 	return s, nil
+}
+
+// checkFolderNeeds refuses a folder whose splits cannot give the episodes
+// needs asks for, from its listing alone.
+func checkFolderNeeds(dir string, layout folderLayoutOf, classes []ImageClass, needs []FolderNeed) error {
+	images := make(map[string]int, len(classes))
+	for _, c := range classes {
+		images[c.Name] = c.Images
+	}
+	for _, n := range needs {
+		names := layout.splits[n.Split]
+		if n.Split == "all" {
+			names = nil
+			for _, c := range classes {
+				names = append(names, c.Name)
+			}
+		}
+		if len(names) < n.Way {
+			return fmt.Errorf("datasets: %s: %d-way episodes need %d classes, its %s split has %d; add class folders or lower way", printablePath(dir), n.Way, n.Way, n.Split, len(names))
+		}
+		for _, c := range names {
+			if images[c] < n.Examples {
+				return fmt.Errorf("datasets: %s: episodes need %d images a class (shots and queries), class %s of its %s split has %d; add images or lower shot or query", printablePath(dir), n.Examples, printablePath(c), n.Split, images[c])
+			}
+		}
+	}
+	return nil
 }
 
 // folderLayoutOf is a folder's classes (relative paths) and splits.
@@ -202,7 +260,7 @@ func classImages(dir string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("datasets: class folder %s has no images (.png, .jpg, .jpeg); add some or remove the folder", dir)
+		return nil, fmt.Errorf("datasets: class folder %s has no images (.png, .jpg, .jpeg); add some or remove the folder", printablePath(dir))
 	}
 	return out, nil
 }

@@ -2,10 +2,15 @@ package datasets
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	_ "image/jpeg" // registers JPEG for image.Decode
+	"io/fs"
+	"os"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 const (
@@ -39,25 +44,33 @@ const (
 	filterBilinearAligned
 )
 
-// decodeRGBWith is decodeRGB with the given resize filter.
+// decodeRGBWith is decodeRGB with the given resize filter. data is the
+// caller's; the decode's own memory waits for its turn at decodeGate.
 func decodeRGBWith(label string, data []byte, h, w int, dst []uint8, s *rgbScratch, filter resizeFilter) error {
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(data))
+	hd, err := readImageHead(label, data, w, h, filter)
 	if err != nil {
-		return fmt.Errorf("datasets: %s: not a JPEG or PNG image: %v", label, err)
+		return err
 	}
-	if format != "jpeg" && format != "png" {
-		return fmt.Errorf("datasets: %s: a %s image, want JPEG or PNG", label, format)
-	}
-	if cfg.Width < 1 || cfg.Height < 1 || cfg.Width > maxImagePixels/cfg.Height {
-		return fmt.Errorf("datasets: %s: image claims to be %d×%d pixels", label, cfg.Width, cfg.Height)
+	held := decodeGate.acquire(hd.cost)
+	defer decodeGate.release(held)
+	return decodeHeaded(label, data, hd, hd.cost, h, w, dst, s, filter)
+}
+
+// decodeHeaded decodes an image whose headers readImageHead has read and
+// resizes it into dst; holding is the memory it holds at decodeGate, for
+// decodeHook.
+func decodeHeaded(label string, data []byte, hd imageHead, holding int64, h, w int, dst []uint8, s *rgbScratch, filter resizeFilter) error {
+	if decodeHook != nil {
+		decodeHook(label, holding, true)
+		defer decodeHook(label, holding, false)
 	}
 	img, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("datasets: %s: damaged %s image: %v", label, format, err)
+		return fmt.Errorf("datasets: %s: damaged %s image: %v", label, hd.format, err)
 	}
 	b := img.Bounds()
-	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
-		return fmt.Errorf("datasets: %s: image header says %d×%d, pixels are %d×%d", label, cfg.Width, cfg.Height, b.Dx(), b.Dy())
+	if b.Dx() != hd.cfg.Width || b.Dy() != hd.cfg.Height {
+		return fmt.Errorf("datasets: %s: image header says %d×%d, pixels are %d×%d", label, hd.cfg.Width, hd.cfg.Height, b.Dx(), b.Dy())
 	}
 	read := func(y int, row []float32) { rgbRow(img, y, row) }
 	if filter == filterBilinearAligned {
@@ -104,6 +117,28 @@ func rgbRow(img image.Image, y int, o []float32) {
 		for x := 0; x < w; x++ {
 			o[3*x], o[3*x+1], o[3*x+2] = float32(row[4*x]), float32(row[4*x+1]), float32(row[4*x+2])
 		}
+	case *image.Paletted:
+		// At returns the palette's entry itself, so nothing is allocated;
+		// an NRGBA entry (a PNG palette with transparency) is taken as
+		// it is, as color.NRGBAModel takes it.
+		for x := 0; x < w; x++ {
+			var r, g, bl uint8
+			if c, ok := m.At(b.Min.X+x, b.Min.Y+y).(color.NRGBA); ok {
+				r, g, bl = c.R, c.G, c.B
+			} else {
+				r, g, bl = straightRGB(m.At(b.Min.X+x, b.Min.Y+y).RGBA())
+			}
+			o[3*x], o[3*x+1], o[3*x+2] = float32(r), float32(g), float32(bl)
+		}
+	case image.RGBA64Image:
+		// 16-bit PNGs, CMYK JPEGs: RGBA64At is At without
+		// an allocation a pixel, and the colour is un-premultiplied as
+		// color.NRGBAModel does.
+		for x := 0; x < w; x++ {
+			c := m.RGBA64At(b.Min.X+x, b.Min.Y+y)
+			r, g, bl := straightRGB(uint32(c.R), uint32(c.G), uint32(c.B), uint32(c.A))
+			o[3*x], o[3*x+1], o[3*x+2] = float32(r), float32(g), float32(bl)
+		}
 	default:
 		for x := 0; x < w; x++ {
 			c := color.NRGBAModel.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA)
@@ -112,17 +147,127 @@ func rgbRow(img image.Image, y int, o []float32) {
 	}
 }
 
+// straightRGB is the colour of color.NRGBAModel.Convert for premultiplied
+// 16-bit r, g, b, a, to the byte.
+func straightRGB(r, g, b, a uint32) (uint8, uint8, uint8) {
+	switch a {
+	case 0xffff:
+	case 0:
+		return 0, 0, 0
+	default:
+		r, g, b = r*0xffff/a, g*0xffff/a, b*0xffff/a
+	}
+	return uint8(r >> 8), uint8(g >> 8), uint8(b >> 8)
+}
+
 // decodeImageFiles decodes files[i] into pix[i·h·w·3:] on workers
-// goroutines (see decodeFiles).
+// goroutines (see decodeFiles), a file's bytes and its decode counted
+// together at decodeGate.
 func decodeImageFiles(files []drawingFile, pix []uint8, h, w, workers int, filter resizeFilter) error {
 	n := h * w * ImageChannels
-	return decodeFiles(files, workers, func(i int, data []byte, s *rgbScratch) error {
-		return decodeRGBWith(files[i].label, data, h, w, pix[i*n:(i+1)*n], s, filter)
+	return forEachFile(len(files), workers, func(i int, s *rgbScratch) error {
+		f, dst := files[i], pix[i*n:(i+1)*n]
+		if f.path == "" {
+			data, err := f.read()
+			if err != nil {
+				return err
+			}
+			return decodeRGBWith(f.label, data, h, w, dst, s, filter)
+		}
+		return decodeImageFile(f, h, w, dst, s, filter)
 	})
 }
 
-// imageFileReader reads a file on disk for decodeImageFiles, bounded by
-// maxImageBytes.
-func imageFileReader(p string) func() ([]byte, error) {
-	return func() ([]byte, error) { return readFileAtMost(p, maxImageBytes) }
+// decodeImageFile reads and decodes the image file f.path. Its bytes are
+// taken at decodeGate before it is read; its decode's, once the header has
+// told them, are taken only if they fit at once: a holder that waited could
+// wait on other holders for ever. Otherwise the bytes are let go, the whole
+// is waited for, and the file read again (from the page cache), which
+// happens only while large images crowd the gate.
+func decodeImageFile(f drawingFile, h, w int, dst []uint8, s *rgbScratch, filter resizeFilter) error {
+	size, err := imageFileSize(f)
+	if err != nil {
+		return err
+	}
+	held := decodeGate.acquire(size)
+	defer func() { decodeGate.release(held) }()
+	data, err := readImageFile(f, size)
+	if err != nil {
+		return err
+	}
+	hd, err := readImageHead(f.label, data, w, h, filter)
+	if err != nil {
+		return err
+	}
+	if decodeGate.tryAcquire(hd.cost) {
+		held += hd.cost
+	} else {
+		decodeGate.release(held)
+		held, data = 0, nil
+		held = decodeGate.acquire(size + hd.cost)
+		if data, err = readImageFile(f, size); err != nil {
+			return err
+		}
+		again, err := readImageHead(f.label, data, w, h, filter)
+		if err != nil {
+			return err
+		}
+		if again.cost > hd.cost {
+			return fmt.Errorf("datasets: %s changed while it was read; load again when nothing is writing to it", f.label)
+		}
+		hd = again
+	}
+	return decodeHeaded(f.label, data, hd, held, h, w, dst, s, filter)
+}
+
+// imageFileSize is the size of the image file f.path, refused when it is
+// not a regular file (reading a FIFO or a device could block or never end)
+// or is larger than maxImageBytes.
+func imageFileSize(f drawingFile) (int64, error) {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return 0, fmt.Errorf("datasets: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("datasets: %s is not a regular file (%s); keep only image files in the folder", f.label, fileKind(fi.Mode()))
+	}
+	if fi.Size() > maxImageBytes {
+		return 0, fmt.Errorf("datasets: %s is %s, more than the %s an image file may be; downscale it", f.label, runfile.Size(fi.Size()), runfile.Size(maxImageBytes))
+	}
+	return fi.Size(), nil
+}
+
+// readImageFile reads the image file f.path, which imageFileSize found
+// to hold size bytes; a file that has grown since is refused, since the
+// bytes it holds at decodeGate are size.
+func readImageFile(f drawingFile, size int64) ([]byte, error) {
+	data, err := runfile.ReadBounded(f.path, size)
+	if errors.Is(err, runfile.ErrTooLarge) {
+		return nil, fmt.Errorf("datasets: %s changed while it was read; load again when nothing is writing to it", f.label)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("datasets: %w", err)
+	}
+	return data, nil
+}
+
+// fileKind names what a file that is not regular is, for messages.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeDevice != 0, m&fs.ModeCharDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a plain file"
+}
+
+// imageFile is the drawingFile of the image file p, named in messages by
+// printablePath(p).
+func imageFile(p string) drawingFile {
+	return drawingFile{label: printablePath(p), path: p}
 }

@@ -135,7 +135,7 @@ func LoadMiniImageNet(dir string, opts ImageOptions) (*ImageSet, error) {
 			}
 			h.Write([]byte(e.row.name))
 			hashFileState(h, f.size, f.mtime)
-			files = append(files, drawingFile{label: f.path, read: imageFileReader(f.path)})
+			files = append(files, imageFile(f.path))
 		}
 	}
 	if n := listed - len(files); n > 0 {

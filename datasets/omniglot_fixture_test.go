@@ -6,7 +6,6 @@ import (
 	"compress/zlib"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,18 +34,7 @@ func encodePNG1(w, h int, ink func(x, y int) bool) []byte {
 	zw.Close()
 	var out bytes.Buffer
 	out.WriteString("\x89PNG\r\n\x1a\n")
-	chunk := func(typ string, data []byte) {
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(data)))
-		out.Write(n[:])
-		c := crc32.NewIEEE()
-		c.Write([]byte(typ))
-		c.Write(data)
-		out.WriteString(typ)
-		out.Write(data)
-		binary.BigEndian.PutUint32(n[:], c.Sum32())
-		out.Write(n[:])
-	}
+	chunk := func(typ string, data []byte) { pngChunk(&out, typ, data) }
 	ihdr := make([]byte, 13)
 	binary.BigEndian.PutUint32(ihdr[0:], uint32(w))
 	binary.BigEndian.PutUint32(ihdr[4:], uint32(h))

@@ -140,10 +140,30 @@ func resizeAreaRGB(readRow func(y int, row []float32), sw, sh int, dst []uint8, 
 // the corners; each output samples the two nearest rows and columns,
 // without averaging what lies between: a photograph shrunk to 84×84
 // aliases, as in the reference), then rounds into dst.
+//
+// Only the two source rows an output row samples are held (s.tmp), read
+// again when the next output row moves past them, so the working memory is
+// two rows, not the image.
 func resizeBilinearRGB(readRow func(y int, row []float32), sw, sh int, dst []uint8, w, h int, s *rgbScratch) {
-	s.tmp = growF32(s.tmp, sw*sh*3)
-	for y := 0; y < sh; y++ {
-		readRow(y, s.tmp[y*sw*3:(y+1)*sw*3])
+	s.tmp = growF32(s.tmp, 2*sw*3)
+	rows := [2][]float32{s.tmp[:sw*3], s.tmp[sw*3:]}
+	at := [2]int{-1, -1} // the source row each buffer holds
+	row := func(y int) []float32 {
+		for i := range at {
+			if at[i] == y {
+				return rows[i]
+			}
+		}
+		// The rows asked for only move down, and the two of an output
+		// row are y and y+1 (or y twice), so the lower-numbered buffer
+		// is the one no longer needed.
+		i := 0
+		if at[1] < at[0] {
+			i = 1
+		}
+		readRow(y, rows[i])
+		at[i] = y
+		return rows[i]
 	}
 	scale := func(in, out int) float64 {
 		if out > 1 {
@@ -152,20 +172,22 @@ func resizeBilinearRGB(readRow func(y int, row []float32), sw, sh int, dst []uin
 		return 0
 	}
 	sy, sx := scale(sh, h), scale(sw, w)
-	px := func(x, y, c int) float64 { return float64(s.tmp[(y*sw+x)*3+c]) }
 	for oy := 0; oy < h; oy++ {
 		fy := float64(oy) * sy
 		top := int(fy)
 		bot := min(top+1, sh-1)
 		dy := fy - float64(top)
+		tr, br := row(top), row(bot)
 		for ox := 0; ox < w; ox++ {
 			fx := float64(ox) * sx
 			left := int(fx)
 			right := min(left+1, sw-1)
 			dx := fx - float64(left)
 			for c := 0; c < 3; c++ {
-				t := px(left, top, c) + (px(right, top, c)-px(left, top, c))*dx
-				b := px(left, bot, c) + (px(right, bot, c)-px(left, bot, c))*dx
+				tl, trr := float64(tr[left*3+c]), float64(tr[right*3+c])
+				bl, brr := float64(br[left*3+c]), float64(br[right*3+c])
+				t := tl + (trr-tl)*dx
+				b := bl + (brr-bl)*dx
 				dst[(oy*w+ox)*3+c] = toByte(t + (b-t)*dy)
 			}
 		}
