@@ -43,6 +43,8 @@ var memSizes = []memSize{
 	{"meta_batch", 1, func(c *engine.Config) *int { return &c.MetaBatch }},
 	{"eval_query", 1, func(c *engine.Config) *int { return &c.EvalQuery }},
 	{"eval_support_shift", 0, func(c *engine.Config) *int { return &c.EvalSupportShift }},
+	{"eval_tasks", 1, func(c *engine.Config) *int { return &c.EvalTasks }},
+	{"val_tasks", 1, func(c *engine.Config) *int { return &c.ValTasks }},
 	{"image height", 1, func(c *engine.Config) *int {
 		if c.Conv == nil {
 			return nil

@@ -158,18 +158,18 @@ func floatField(f func(c *engine.Config) *float64) func(*engine.Config, any) {
 // overrides is every setting a run accepts by key, in the order
 // OverrideKeys lists them.
 var overrides = []override{
-	{"iters", KindInt, "training iterations", always, intField(func(c *engine.Config) *int { return &c.Iters })},
+	{"iters", KindInt, "training iterations" + atMost("", engine.MaxIters), always, intField(func(c *engine.Config) *int { return &c.Iters })},
 	{"seed", KindInt, "random seed", always, func(c *engine.Config, v any) { c.Seed = uint64(v.(int)) }},
-	{"eval_tasks", KindInt, "tasks in the final evaluation", always, intField(func(c *engine.Config) *int { return &c.EvalTasks })},
-	{"eval_query", KindInt, "query points per evaluation task (per class when classifying)", always, intField(func(c *engine.Config) *int { return &c.EvalQuery })},
-	{"eval_samples", KindInt, "ω draws averaged per evaluation prediction", always, intField(func(c *engine.Config) *int { return &c.EvalSamples })},
-	{"val_every", KindInt, "iterations between validations", classifies, intField(func(c *engine.Config) *int { return &c.ValEvery })},
-	{"val_tasks", KindInt, "episodes per validation", classifies, intField(func(c *engine.Config) *int { return &c.ValTasks })},
-	{"bases", KindInt, "D, random Fourier bases per task", always, intField(func(c *engine.Config) *int { return &c.Bases })},
+	{"eval_tasks", KindInt, "tasks in the final evaluation" + atMost("", engine.MaxTasks), always, intField(func(c *engine.Config) *int { return &c.EvalTasks })},
+	{"eval_query", KindInt, "query points per evaluation task (per class when classifying)" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.EvalQuery })},
+	{"eval_samples", KindInt, "ω draws averaged per evaluation prediction" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.EvalSamples })},
+	{"val_every", KindInt, "iterations between validations" + atMost("", engine.MaxIters), classifies, intField(func(c *engine.Config) *int { return &c.ValEvery })},
+	{"val_tasks", KindInt, "episodes per validation" + atMost("", engine.MaxTasks), classifies, intField(func(c *engine.Config) *int { return &c.ValTasks })},
+	{"bases", KindInt, "D, random Fourier bases per task" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.Bases })},
 	{"lr", KindFloat, "learning rate (the first, under a schedule)", always, floatField(func(c *engine.Config) *float64 { return &c.LR })},
 	{"lr_schedule", KindString, "constant, cosine (lr to lr_min over the iterations) or step (× lr_gamma every lr_step iterations)", always, func(c *engine.Config, v any) { c.LRSchedule = v.(string) }},
 	{"lr_min", KindFloat, "cosine schedule: the last learning rate", always, floatField(func(c *engine.Config) *float64 { return &c.LRMin })},
-	{"lr_step", KindInt, "step schedule: iterations between decays", always, intField(func(c *engine.Config) *int { return &c.LRStep })},
+	{"lr_step", KindInt, "step schedule: iterations between decays" + atMost("", engine.MaxIters), always, intField(func(c *engine.Config) *int { return &c.LRStep })},
 	{"lr_gamma", KindFloat, "step schedule: the factor of each decay", always, floatField(func(c *engine.Config) *float64 { return &c.LRGamma })},
 	{"flow_lr_scale", KindFloat, "learning-rate factor of the coupling flows", hasFlows, floatField(func(c *engine.Config) *float64 { return &c.FlowLRScale })},
 	{"psi_weight_decay", KindFloat, "decoupled weight decay of ψ's weights (AdamW's; 0 = none)", always, floatField(func(c *engine.Config) *float64 { return &c.PsiWeightDecay })},
@@ -179,23 +179,23 @@ var overrides = []override{
 	{"kl_weight", KindFloat, "weight of the KL term", always, floatField(func(c *engine.Config) *float64 { return &c.KLWeight })},
 	{"gamma_init", KindFloat, "initial scale γ of the classification logits (γ·K̃ᵀα + β; the authors' 1)", classifies, floatField(func(c *engine.Config) *float64 { return &c.GammaInit })},
 	{"lambda_init", KindFloat, "initial KRR regularizer λ", always, floatField(func(c *engine.Config) *float64 { return &c.LambdaInit })},
-	{"meta_batch", KindInt, "tasks per iteration", always, intField(func(c *engine.Config) *int { return &c.MetaBatch })},
-	{"way", KindInt, "classes per task (variable episodes: the most)", classifies, intField(func(c *engine.Config) *int { return &c.Way })},
-	{"shot", KindInt, "support points per task (per class when classifying)", fixedShape, intField(func(c *engine.Config) *int { return &c.Shot })},
-	{"train_way", KindInt, "classes per training episode, above way (validation and test keep way)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainWay })},
+	{"meta_batch", KindInt, "tasks per iteration" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.MetaBatch })},
+	{"way", KindInt, "classes per task (variable episodes: the most)" + atMost("", engine.MaxSize), classifies, intField(func(c *engine.Config) *int { return &c.Way })},
+	{"shot", KindInt, "support points per task (per class when classifying)" + atMost("", engine.MaxSize), fixedShape, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"train_way", KindInt, "classes per training episode, above way (validation and test keep way)" + atMost("", engine.MaxSize), fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainWay })},
 	{"train_split", KindString, "split of the training episodes: train, or trainval (the training and validation classes, as Prototypical Networks train; needs val_every=0, the last parameters tested)", fixedClasses, func(c *engine.Config, v any) { c.TrainSplit = v.(string) }},
-	{"train_shot", KindInt, "support images per class of a training episode (validation and test keep shot)", fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainShot })},
-	{"max_support", KindInt, "variable episodes: the largest support set", varying, intField(func(c *engine.Config) *int { return &c.Shot })},
+	{"train_shot", KindInt, "support images per class of a training episode (validation and test keep shot)" + atMost("", engine.MaxSize), fixedClasses, intField(func(c *engine.Config) *int { return &c.TrainShot })},
+	{"max_support", KindInt, "variable episodes: the largest support set" + atMost("", engine.MaxSize), varying, intField(func(c *engine.Config) *int { return &c.Shot })},
 	{"augment_shift", KindInt, "training images shifted by up to this many pixels in each direction, each its own shift (0 = none, the paper's); validation and test images never", usesImages, intField(func(c *engine.Config) *int { return &c.AugmentShift })},
 	{"augment_rotate", KindFloat, "training images turned about their centre by up to this many degrees either way, each its own angle (0 = none, the paper's); validation and test images never", usesImages, floatField(func(c *engine.Config) *float64 { return &c.AugmentRotate })},
 	{"augment_scale", KindFloat, "training images scaled about their centre within 1 ± this, each its own factor (0 = none, the paper's); validation and test images never", usesImages, floatField(func(c *engine.Config) *float64 { return &c.AugmentScale })},
 	{"eval_support_shift", KindInt, "the test (and mkbench eval) joins each support image with its copies shifted by up to this many pixels in each direction, (2r+1)² images of each (0 = none, the paper's); queries, training images and the validations during training never", imageEpisodes, intField(func(c *engine.Config) *int { return &c.EvalSupportShift })},
-	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)", always, intField(func(c *engine.Config) *int { return &c.Query })},
-	{"flow_layers", KindInt, "conditional coupling layers", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
-	{"flow_hidden", KindInt, "width of each coupling network", hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},
-	{"infer_hidden", KindInt, "width of the inference network and the LSTM", always, intField(func(c *engine.Config) *int { return &c.InferHidden })},
-	{"infer_layers", KindInt, "layers of the inference network", always, intField(func(c *engine.Config) *int { return &c.InferLayers })},
-	{"prior_hidden", KindInt, "width of the prior network", always, intField(func(c *engine.Config) *int { return &c.PriorHidden })},
+	{"query", KindInt, "query points per training task (per class when classifying; variable episodes: the most per class)" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.Query })},
+	{"flow_layers", KindInt, "conditional coupling layers" + atMost("", engine.MaxLayers), hasFlows, intField(func(c *engine.Config) *int { return &c.FlowLayers })},
+	{"flow_hidden", KindInt, "width of each coupling network" + atMost("", engine.MaxSize), hasFlows, intField(func(c *engine.Config) *int { return &c.FlowHidden })},
+	{"infer_hidden", KindInt, "width of the inference network and the LSTM" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.InferHidden })},
+	{"infer_layers", KindInt, "layers of the inference network" + atMost("", engine.MaxLayers), always, intField(func(c *engine.Config) *int { return &c.InferLayers })},
+	{"prior_hidden", KindInt, "width of the prior network" + atMost("", engine.MaxSize), always, intField(func(c *engine.Config) *int { return &c.PriorHidden })},
 	{"backbone", KindString, "ψ of an image preset: conv4, conv5 or resnet18", usesImages, setBackbone},
 	{"image_size", KindInt, "height and width images are resized to (the input of ψ)", usesImages, func(c *engine.Config, v any) {
 		if c.ResNet != nil {
@@ -215,10 +215,19 @@ var overrides = []override{
 	{"test_sources", KindWordList, "Meta-Dataset: the sources to test on (default: every source present)", always, func(c *engine.Config, v any) { c.TestSources = slices.Clone(v.([]string)) }},
 	{"conv_filters", KindInt, "filters of each convolutional block of ψ", usesConv, func(c *engine.Config, v any) { c.Conv.Filters = v.(int) }},
 	{"conv_keep", KindFloat, "dropout keep probability of ψ's convolutional blocks in training (1 = no dropout)", usesConv, func(c *engine.Config, v any) { c.Conv.Keep = v.(float64) }},
-	{"embed_hidden", KindIntList, "widths of the MLP feature extractor ψ", hasMLPEmbed, func(c *engine.Config, v any) { c.EmbedHidden = slices.Clone(v.([]int)) }},
-	{"log_every", KindInt, "iterations per metrics row", always, intField(func(c *engine.Config) *int { return &c.LogEvery })},
-	{"snapshot_every", KindInt, "iterations between display snapshots", always, intField(func(c *engine.Config) *int { return &c.SnapshotEvery })},
-	{"checkpoint_sec", KindInt, "seconds between checkpoints (0 = only at the end)", always, intField(func(c *engine.Config) *int { return &c.CheckpointSec })},
+	{"embed_hidden", KindIntList, "widths of the MLP feature extractor ψ" + atMost("each", engine.MaxSize), hasMLPEmbed, func(c *engine.Config, v any) { c.EmbedHidden = slices.Clone(v.([]int)) }},
+	{"log_every", KindInt, "iterations per metrics row" + atMost("", engine.MaxIters), always, intField(func(c *engine.Config) *int { return &c.LogEvery })},
+	{"snapshot_every", KindInt, "iterations between display snapshots" + atMost("", engine.MaxIters), always, intField(func(c *engine.Config) *int { return &c.SnapshotEvery })},
+	{"checkpoint_sec", KindInt, "seconds between checkpoints (0 = only at the end)" + atMost("", engine.MaxIters), always, intField(func(c *engine.Config) *int { return &c.CheckpointSec })},
+}
+
+// atMost is a setting's ceiling (engine.Config.Validate's, whose comments
+// say why each is where it is) as its help says it: "; at most 65536".
+func atMost(what string, n int) string {
+	if what != "" {
+		what += " "
+	}
+	return fmt.Sprintf("; %sat most %d", what, n)
 }
 
 // OverrideKey describes one key Spec.Overrides accepts.
