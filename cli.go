@@ -282,8 +282,12 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if !ok {
 		return code
 	}
-	if set["minutes"] && !(*minutes > 0) {
-		return fail(stderr, fmt.Errorf("run: --minutes must be positive, got %g", *minutes))
+	budget, err := engine.MinutesBudget(*minutes)
+	if err == nil && set["minutes"] && budget == 0 {
+		err = errors.New("0 is no limit: leave --minutes out for none")
+	}
+	if err != nil {
+		return fail(stderr, fmt.Errorf("run: --minutes: %w", err))
 	}
 
 	var cfg engine.Config
@@ -371,10 +375,10 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		fmt.Fprintln(stdout, start)
 	}
 	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-		Budget: time.Duration(*minutes * float64(time.Minute)), Data: *data}
+		Budget: budget, Data: *data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
-		fmt.Fprintf(stderr, "mkbench: note: %s\n", n)
+		say(stderr, "note: %s", n)
 	}
 	if res.AlreadyDone {
 		fmt.Fprintf(stdout, "already finished: %d iterations; eval %s (summary.json unchanged)\n", res.Iters, res.Eval)
@@ -382,7 +386,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		return 0
 	}
 	if res.Interrupted && (errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStopped)) {
-		fmt.Fprintf(stderr, "mkbench: interrupted at iteration %d; checkpoint saved; continue with: mkbench run --resume %s\n", res.Iters, dir)
+		say(stderr, "interrupted at iteration %d; checkpoint saved; continue with: mkbench run --resume %s", res.Iters, dir)
 		return 130
 	}
 	if err != nil {

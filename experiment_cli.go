@@ -78,8 +78,11 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	if *slurmFile != "" && *engineName != "slurm" {
 		return fail(stderr, errors.New("experiment: --slurm FILE applies to --engine slurm"))
 	}
-	if set["minutes"] && !(*minutes > 0) {
-		return fail(stderr, fmt.Errorf("experiment: --minutes must be positive, got %g", *minutes))
+	if _, err := engine.MinutesBudget(*minutes); err != nil || (set["minutes"] && *minutes == 0) {
+		if err == nil {
+			err = errors.New("0 is no limit: leave --minutes out for none")
+		}
+		return fail(stderr, fmt.Errorf("experiment: --minutes: %w", err))
 	}
 
 	var o experiments.Options
@@ -132,7 +135,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 				return fail(stderr, fmt.Errorf("experiment: %w", err))
 			}
 			if aside != "" {
-				fmt.Fprintf(stderr, "experiment: %s held an earlier model %s: moved to %s\n", runDir, *model, aside)
+				say(stderr, "experiment: %s held an earlier model %s: moved to %s", runDir, *model, aside)
 			}
 			*fromRun = runDir
 			if *preset == "" {
@@ -224,7 +227,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	defer cancel()
 	res, err := r.Run(ctx)
 	if err != nil && errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "mkbench: experiment interrupted; finished runs and checkpoints are kept; continue with: mkbench experiment --resume %s\n", dir)
+		say(stderr, "experiment interrupted; finished runs and checkpoints are kept; continue with: mkbench experiment --resume %s", dir)
 		return 130
 	}
 	if err != nil {
@@ -281,7 +284,7 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 // printResults prints the experiment's main table (results.md up to its
 // list of every point) and where the files are.
 func printResults(w io.Writer, dir string, res *experiments.Results) {
-	md, err := os.ReadFile(filepath.Join(dir, experiments.FileMarkdown))
+	md, err := runfile.ReadBounded(filepath.Join(dir, experiments.FileMarkdown), runfile.MaxUserText)
 	if err == nil {
 		if i := bytes.Index(md, []byte("## All points")); i > 0 {
 			md = md[:i]
@@ -346,7 +349,7 @@ func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr
 	m := sweep.Manifest{File: sweep.File{Presets: []string{r.Options.Preset}}, Units: sweep.ExperimentUnits(runs),
 		Data: runfile.AbsOrEmpty(r.Options.Data), Engine: engineName, Experiment: r.Options.Experiment}
 	if slurmFile != "" {
-		data, err := os.ReadFile(slurmFile)
+		data, err := runfile.ReadBounded(slurmFile, runfile.MaxUserText)
 		if err != nil {
 			return fail(stderr, fmt.Errorf("experiment: --slurm: %w", err)), false
 		}

@@ -155,8 +155,11 @@ func (o Options) Normalize(baselines []string) (Options, presets.Preset, error) 
 	bad := func(format string, a ...any) (Options, presets.Preset, error) {
 		return o, p, fmt.Errorf("experiment %s: "+format, append([]any{o.Experiment}, a...)...)
 	}
-	if o.Iters < 0 || o.EvalTasks < 0 || !(o.Minutes >= 0) {
-		return bad("--iters, --eval-tasks and --minutes must be positive")
+	if _, err := engine.MinutesBudget(o.Minutes); err != nil {
+		return bad("--minutes: %v", err)
+	}
+	if o.Iters < 0 || o.EvalTasks < 0 {
+		return bad("--iters and --eval-tasks must be positive")
 	}
 	for _, v := range o.Variants {
 		if !slices.Contains(engine.Variants, v) && !slices.Contains(baselines, v) {
