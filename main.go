@@ -7,6 +7,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 func main() {
@@ -15,6 +17,14 @@ func main() {
 
 // fail prints one clear error line and returns the exit code for it.
 func fail(stderr *os.File, err error) int {
-	fmt.Fprintf(stderr, "mkbench: %v\n", err)
+	say(stderr, "%v", err)
 	return 1
+}
+
+// say prints a line for the user on stderr, "mkbench: " first. Messages
+// quote names read from files and folders (a run's directory, a model's
+// name, an image's path), so they pass through runfile.PrintableLines:
+// such a name cannot write escape sequences to the terminal.
+func say(stderr *os.File, format string, a ...any) {
+	fmt.Fprintf(stderr, "mkbench: %s\n", runfile.PrintableLines(fmt.Sprintf(format, a...)))
 }

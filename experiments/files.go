@@ -10,9 +10,10 @@ import (
 )
 
 // readJSON reads the JSON file at path into v; an error for a missing
-// file wraps os.ErrNotExist.
+// file wraps os.ErrNotExist. The experiment's own files are small: one
+// past runfile.MaxSmallJSON is refused unread.
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := runfile.ReadBounded(path, runfile.MaxSmallJSON)
 	if err != nil {
 		return err
 	}
