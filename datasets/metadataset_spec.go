@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // Meta-Dataset's dataset_spec.json, read without TensorFlow. The three kinds
@@ -131,7 +133,7 @@ func LoadMetaDatasetSpec(dir string) (*MDSpec, error) {
 // LoadMetaDatasetSpecFile reads the specification file, for records in dir
 // (which need not exist: see MissingFiles).
 func LoadMetaDatasetSpecFile(file, dir string) (*MDSpec, error) {
-	data, err := os.ReadFile(file)
+	data, err := runfile.ReadBounded(file, runfile.MaxUserText)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: meta-dataset spec: %w", err)
 	}
@@ -143,6 +145,19 @@ func LoadMetaDatasetSpecFile(file, dir string) (*MDSpec, error) {
 type mdParser struct {
 	file   string
 	fields map[string]json.RawMessage
+	// size is the file's length in bytes, the bound of every count it
+	// holds: each class and superclass a count claims needs an entry of
+	// its own in the file, so a count past its size is refused before
+	// anything is sized by it.
+	size int
+}
+
+// countOK refuses a count that the file is too small to list.
+func (p *mdParser) countOK(field, what string, n int) error {
+	if n > p.size {
+		return p.errf(field, "%d %s, more than a spec of %d bytes can list", n, what, p.size)
+	}
+	return nil
 }
 
 func (p *mdParser) errf(field, format string, args ...any) error {
@@ -173,6 +188,9 @@ func mdSplitCounts(p *mdParser, field string) (out [3]int, err error) {
 		if i < 0 || v < 0 {
 			return out, p.errf(field, "%q: %d (want TRAIN, VALID and TEST, none negative)", k, v)
 		}
+		if err := p.countOK(field, "in split "+k, v); err != nil {
+			return out, err
+		}
 		out[i] = v
 	}
 	for _, k := range mdSplitKeys {
@@ -185,10 +203,16 @@ func mdSplitCounts(p *mdParser, field string) (out [3]int, err error) {
 
 // mdByID turns a map keyed by decimal ids into a slice indexed by id,
 // requiring the ids 0 … n−1 (all of them when complete).
+//
+// Nothing of size n is allocated before the map's keys are known to fill
+// it: n comes from counts elsewhere in the file, which may claim more ids
+// than the field lists.
 func mdByID[T any](p *mdParser, field string, m map[string]T, n int, what string, complete bool) ([]T, error) {
-	out := make([]T, n)
-	seen := make([]bool, n)
-	for k, v := range m {
+	if err := p.countOK(field, what+" ids", n); err != nil {
+		return nil, err
+	}
+	ids := make([]int, 0, len(m))
+	for k := range m {
 		id, err := strconv.Atoi(k)
 		if err != nil || strconv.Itoa(id) != k {
 			return nil, p.errf(field, "key %q is not a %s id", k, what)
@@ -196,10 +220,22 @@ func mdByID[T any](p *mdParser, field string, m map[string]T, n int, what string
 		if id < 0 || id >= n {
 			return nil, p.errf(field, "%s id %d outside the splits (ids 0 to %d)", what, id, n-1)
 		}
-		out[id], seen[id] = v, true
+		ids = append(ids, id)
 	}
-	if i := slices.Index(seen, false); complete && i >= 0 {
+	if complete && len(ids) < n {
+		// Ids are distinct (map keys in canonical form): the first gap
+		// in their order is the first missing.
+		slices.Sort(ids)
+		i := 0
+		for i < len(ids) && ids[i] == i {
+			i++
+		}
 		return nil, p.errf(field, "%s %d missing (the splits hold ids 0 to %d)", what, i, n-1)
+	}
+	out := make([]T, n)
+	for k, v := range m {
+		id, _ := strconv.Atoi(k)
+		out[id] = v
 	}
 	return out, nil
 }
@@ -215,7 +251,7 @@ func mdIDField[T any](p *mdParser, field string, n int, what string, required bo
 }
 
 func parseMDSpec(data []byte, file, dir string) (*MDSpec, error) {
-	p := &mdParser{file: file}
+	p := &mdParser{file: file, size: len(data)}
 	if err := json.Unmarshal(data, &p.fields); err != nil {
 		return nil, fmt.Errorf("datasets: meta-dataset spec %s: %v", file, err)
 	}
@@ -302,6 +338,11 @@ func (s *MDSpec) parseSuperclasses(p *mdParser) (counts [3]int, err error) {
 		for range ns {
 			if sizes[id] < 0 {
 				return counts, p.errf("classes_per_superclass", "superclass %d has %d classes", id, sizes[id])
+			}
+			// Each class is at most the file's size, so the sums below
+			// stay far from overflowing.
+			if err := p.countOK("classes_per_superclass", fmt.Sprintf("classes in superclass %d", id), sizes[id]); err != nil {
+				return counts, err
 			}
 			s.supers[split] = append(s.supers[split], MDSuperclass{ID: id, Name: names[id], First: first, Classes: sizes[id]})
 			counts[split] += sizes[id]

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // mdSpecsDir is the developers' copy of Meta-Dataset's ten released spec
@@ -346,5 +348,85 @@ func TestMetaDatasetSpecErrors(t *testing.T) {
 	}
 	if _, err := LoadMetaDatasetSpec(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("a missing spec gave %v", err)
+	}
+}
+
+// Counts in a spec are checked against the file before anything is sized
+// by them: superclasses_per_split of 10⁹ (8 GB of class ids and a
+// gigabyte of flags before its error, once) or classes_per_split of 2⁶²
+// are refused for claiming more than the file can list, allocating about
+// what parsing the file takes.
+func TestMetaDatasetSpecCountsBounded(t *testing.T) {
+	orig, err := os.ReadFile(filepath.Join(mdSpecsDir(t), "omniglot_dataset_spec.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(orig, &spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, field string
+		edit        func(m map[string]any)
+	}{
+		{"superclasses 1e9", "superclasses_per_split", func(m map[string]any) {
+			m["superclasses_per_split"].(map[string]any)["TRAIN"] = 1e9
+		}},
+		{"superclasses 2^62", "superclasses_per_split", func(m map[string]any) {
+			m["superclasses_per_split"].(map[string]any)["VALID"] = 1 << 62
+		}},
+		{"classes of a superclass", "classes_per_superclass", func(m map[string]any) {
+			m["classes_per_superclass"].(map[string]any)["3"] = 1 << 62
+		}},
+		{"classes 1e9", "classes_per_split", func(m map[string]any) {
+			m["__class__"] = "DatasetSpecification"
+			m["classes_per_split"] = map[string]any{"TRAIN": 1e9, "VALID": 1, "TEST": 1}
+		}},
+		{"classes that sum past the file", "images_per_class", func(m map[string]any) {
+			m["__class__"] = "DatasetSpecification"
+			m["classes_per_split"] = map[string]any{"TRAIN": 40000, "VALID": 40000, "TEST": 40000}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := map[string]any{}
+			for k, v := range spec {
+				m[k] = v
+			}
+			sps := map[string]any{}
+			for k, v := range spec["superclasses_per_split"].(map[string]any) {
+				sps[k] = v
+			}
+			cps := map[string]any{}
+			for k, v := range spec["classes_per_superclass"].(map[string]any) {
+				cps[k] = v
+			}
+			m["superclasses_per_split"], m["classes_per_superclass"] = sps, cps
+			c.edit(m)
+			data, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, MDSpecFile), data)
+			allocBound(t, 1<<20+64*uint64(len(data)), "LoadMetaDatasetSpec", func() { _, err = LoadMetaDatasetSpec(dir) })
+			if err == nil || !strings.Contains(err.Error(), "field "+c.field) {
+				t.Fatalf("got %v, want an error about %s", err, c.field)
+			}
+		})
+	}
+}
+
+// A spec file past runfile.MaxUserText is refused by its size, unread.
+func TestMetaDatasetSpecTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, MDSpecFile)
+	writeFile(t, file, []byte(`{"__class__": "DatasetSpecification"}`))
+	if err := os.Truncate(file, runfile.MaxUserText+1); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	allocBound(t, 1<<20, "LoadMetaDatasetSpec", func() { _, err = LoadMetaDatasetSpec(dir) })
+	if !errors.Is(err, runfile.ErrTooLarge) || !strings.Contains(err.Error(), file) {
+		t.Fatalf("got %v", err)
 	}
 }
