@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"math"
 	"strings"
 	"time"
@@ -72,11 +73,15 @@ func onOff(b bool) string {
 	return "off"
 }
 
+// firstLine is the first line of an error's text, as a screen shows it.
+// Errors quote names read from files and folders, so the line passes
+// through runfile.Printable: such a name cannot write escape sequences to
+// the terminal.
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+		s = s[:i]
 	}
-	return s
+	return runfile.Printable(s)
 }
 
 // note is a screen's latest message; an error is drawn in the error
@@ -86,7 +91,10 @@ type note struct {
 	err  bool
 }
 
-func (n *note) set(s string) { *n = note{text: s} }
+// set shows s. Notes quote names read from files (a run's directory, a
+// model's name), so they pass through runfile.Printable: such a name
+// cannot write escape sequences to the terminal.
+func (n *note) set(s string) { *n = note{text: runfile.Printable(s)} }
 
 // fail shows the first line of err.
 func (n *note) fail(err error) { *n = note{text: firstLine(err.Error()), err: true} }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -51,7 +52,7 @@ func statusBar(t Theme, d statusData, w int) string {
 	if bw := w - ansi.StringWidthWc(left) - ansi.StringWidthWc(right); bw >= 5 {
 		left += t.bar(min(bw, 40), pct)
 	}
-	line2 := " " + t.Dim.Render(d.Dir)
+	line2 := " " + t.Dim.Render(runfile.Printable(d.Dir))
 	if d.Msg.text != "" {
 		line2 += t.Dim.Render(" │ ") + d.Msg.render(t)
 	}

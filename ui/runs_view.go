@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"strings"
 	"time"
 
@@ -175,7 +176,7 @@ func (s *runsScreen) table(w, h int) string {
 		if r.Group != group {
 			group = r.Group
 			if group != "" {
-				lines = append(lines, line{t.Bold.Render(r.Kind+" "+group) + t.Dim.Render(" · "+plural(s.groupSize(group), "run")), -1})
+				lines = append(lines, line{t.Bold.Render(r.Kind+" "+runfile.Printable(group)) + t.Dim.Render(" · "+plural(s.groupSize(group), "run")), -1})
 			}
 		}
 		lead := " "
@@ -189,7 +190,7 @@ func (s *runsScreen) table(w, h int) string {
 				mark = string(t.Marker(c))
 			}
 		}
-		name := pad(runs.InGroup(r), runW)
+		name := pad(runfile.Printable(runs.InGroup(r)), runW)
 		if i == s.cursor {
 			name = t.Bold.Render(name)
 		}
@@ -253,7 +254,7 @@ func cellOf(name string, r runs.Run, now time.Time) string {
 	}
 	for _, c := range runsColumns {
 		if c.name == name {
-			return c.cell(r, now)
+			return runfile.Printable(c.cell(r, now))
 		}
 	}
 	return ""
@@ -290,9 +291,9 @@ func (s *runsScreen) detail() string {
 	if !ok {
 		return ""
 	}
-	parts := []string{t.Key.Render("▸") + " " + r.Dir}
+	parts := []string{t.Key.Render("▸") + " " + runfile.Printable(r.Dir)}
 	if r.Error != "" {
-		parts = append(parts, t.Err.Render(r.Error))
+		parts = append(parts, t.Err.Render(runfile.Printable(r.Error)))
 	} else if r.Eval != nil {
 		e := r.Eval.String()
 		if r.Val {
@@ -345,7 +346,7 @@ func (s *runsScreen) curvesView(w, h int) string {
 			slot = i
 		}
 		rc := s.curves[r.Dir]
-		label := t.Swatch(slot) + " " + t.Series(slot).Render(runs.InGroup(r))
+		label := t.Swatch(slot) + " " + t.Series(slot).Render(runfile.Printable(runs.InGroup(r)))
 		switch {
 		case rc == nil:
 			legend = append(legend, label+t.Dim.Render(" reading…"))
@@ -366,7 +367,7 @@ func (s *runsScreen) curvesView(w, h int) string {
 			}
 		} else {
 			if s.timeX && c.Seconds == nil {
-				notes = append(notes, runs.InGroup(r)+" recorded no training time")
+				notes = append(notes, runfile.Printable(runs.InGroup(r))+" recorded no training time")
 				continue
 			}
 			for k, row := range c.Metrics {
@@ -421,7 +422,7 @@ func (s *runsScreen) diffView(w, h int) string {
 		if !ok {
 			slot = i
 		}
-		hdr += " " + t.Series(slot).Render(pad(runs.InGroup(r), colW))
+		hdr += " " + t.Series(slot).Render(pad(runfile.Printable(runs.InGroup(r)), colW))
 	}
 	lines := []string{title, hdr}
 	for k, key := range keys {
