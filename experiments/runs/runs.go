@@ -133,9 +133,22 @@ func Find(root string) ([]Entry, error) {
 // Error set and no State, never an error: one damaged run does not hide
 // the others. now is the time ages and the recent-checkpoint rule are
 // measured from.
+//
+// A run file past its ceiling (runfile.ErrTooLarge: a 2 GB summary.json
+// is not one mkbench wrote) makes the run unreadable, its Error the
+// file's size and ceiling: it is refused by its size, never read, and
+// is not passed over for what another file says.
 func Read(e Entry, now time.Time) Run {
 	r := Run{Entry: e}
+	for _, f := range []string{engine.FileConfig, engine.FileMetrics, engine.FileVal, engine.FileCheckpoint, engine.FileSummary} {
+		if st, err := os.Stat(filepath.Join(e.Dir, f)); err == nil && st.ModTime().After(r.Modified) {
+			r.Modified = st.ModTime()
+		}
+	}
 	rc, err := engine.ReadRunConfig(e.Dir)
+	if tooLarge(&r, err) {
+		return r
+	}
 	if err == nil {
 		r.Preset, r.Config = rc.Preset, rc.Config
 	} else if ck, cerr := engine.LoadCheckpoint(filepath.Join(e.Dir, engine.FileCheckpoint)); cerr == nil {
@@ -145,11 +158,6 @@ func Read(e Entry, now time.Time) Run {
 		return r
 	}
 	r.Variant, r.Seed, r.Iters = r.Config.Variant(), r.Config.Seed, r.Config.Iters
-	for _, f := range []string{engine.FileConfig, engine.FileMetrics, engine.FileVal, engine.FileCheckpoint, engine.FileSummary} {
-		if st, err := os.Stat(filepath.Join(e.Dir, f)); err == nil && st.ModTime().After(r.Modified) {
-			r.Modified = st.ModTime()
-		}
-	}
 	var row engine.MetricsRow
 	if runfile.LastRow(filepath.Join(e.Dir, engine.FileMetrics), &row) {
 		r.Iter = row.Iter
@@ -161,6 +169,9 @@ func Read(e Entry, now time.Time) Run {
 		r.Iter = max(r.Iter, val.Iter)
 	}
 	st := engine.ReadRunState(e.Dir)
+	if tooLarge(&r, st.SummaryErr) {
+		return r
+	}
 	if st.SummaryErr != nil {
 		r.Error = firstLine(st.SummaryErr.Error())
 	}
@@ -179,6 +190,17 @@ func Read(e Entry, now time.Time) Run {
 		r.State = Interrupted
 	}
 	return r
+}
+
+// tooLarge marks r unreadable when err is a run file's refusal for its
+// size, with the refusal's own words (the file, its size, the ceiling).
+func tooLarge(r *Run, err error) bool {
+	var tl *runfile.TooLargeError
+	if !errors.As(err, &tl) {
+		return false
+	}
+	r.State, r.Error = "", tl.Error()
+	return true
 }
 
 // localOwner reports whether the run's last lock owner ran on this host:
