@@ -242,7 +242,8 @@ func TestExportBadInput(t *testing.T) {
 		{[]string{"export", empty}, "say what to write: --tensorboard"},
 		{[]string{"export", empty, "--tensorboard", "--format", "csv"}, "give --tensorboard or --format, not both"},
 		{[]string{"export", empty, "--tensorboard", "--out", "t.csv"}, "--out goes with --format"},
-		{[]string{"export", empty, "--format", "csv", "--force"}, "--force and --data go with --tensorboard"},
+		{[]string{"export", empty, "--format", "csv", "--force"}, "--force goes with --tensorboard or --out"},
+		{[]string{"export", empty, "--format", "csv", "--data", empty}, "--data goes with --tensorboard"},
 		{[]string{"export", empty, "--csv"}, "flag provided but not defined: -csv"},
 	} {
 		so, se, code := mkbench(t, c.args...)

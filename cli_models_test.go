@@ -39,7 +39,7 @@ func TestModelsExportListEval(t *testing.T) {
 	sumBytes := readAll(t, sumPath)
 	infoBefore := readAll(t, filepath.Join(lib, "tiny", "model.json"))
 	os.WriteFile(sumPath, sumBytes[:len(sumBytes)/2], 0o644)
-	if _, e, code := mkbench(t, "models", "export", run, "--name", "tiny", "--dir", lib); code == 0 || !strings.Contains(e, "summary.json is damaged") {
+	if _, e, code := mkbench(t, "models", "export", run, "--name", "tiny", "--dir", lib, "--force"); code == 0 || !strings.Contains(e, "summary.json is damaged") {
 		t.Errorf("export with a damaged summary.json (exit %d): %s", code, e)
 	}
 	if string(readAll(t, filepath.Join(lib, "tiny", "model.json"))) != string(infoBefore) {

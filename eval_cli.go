@@ -68,13 +68,17 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		// The run directory is locked while it is evaluated, so a run
 		// resumed into it meanwhile is refused (and this refused while it
 		// trains). A directory that does not exist is not created:
-		// loading says so.
+		// loading says so. A run on read-only media is read without the
+		// lock, which it cannot hold and no writer can either.
 		if st, err := os.Stat(*run); err == nil && st.IsDir() {
-			lock, err := engine.LockRun(*run)
+			lock, roNote, err := engine.LockRunToRead(*run)
 			if err != nil {
 				return fail(stderr, fmt.Errorf("eval: %w", err))
 			}
 			defer lock.Release()
+			if roNote != "" {
+				fmt.Fprintf(stderr, "mkbench: note: %s\n", roNote)
+			}
 		}
 		// A run that validated is tested with its best-validation
 		// parameters, as its summary was; where best.gob is missing the

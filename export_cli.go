@@ -22,7 +22,7 @@ import (
 	"github.com/mkbench/mkbench/presets"
 )
 
-const exportForm = "mkbench export DIR --tensorboard [--force] [--data DIR2] | mkbench export DIR --format csv|json [--out FILE]"
+const exportForm = "mkbench export DIR --tensorboard [--force] [--data DIR2] | mkbench export DIR --format csv|json [--out FILE [--force]]"
 
 // cmdExport writes the logs of a run, or of every run of a sweep or an
 // experiment, in a format other tools read: TensorBoard event files in
@@ -35,7 +35,7 @@ func cmdExport(args []string, stdout, stderr *os.File) int {
 	}
 	fs := newFlags("export")
 	tb := fs.Bool("tensorboard", false, "write TensorBoard event files (events.out.tfevents.*) into each run's directory, from its metrics.jsonl and val.jsonl, with ω histograms from its checkpoints when its data can be read")
-	force := fs.Bool("force", false, "with --tensorboard: replace the event files a run already has (else such a run is left as it is)")
+	force := fs.Bool("force", false, "with --tensorboard: replace the event files a run already has (else such a run is left as it is); with --out: replace the file there")
 	data := fs.String("data", "", "with --tensorboard: the folder of the runs' data set, for the ω histograms (default: the folder each run recorded)")
 	format := fs.String("format", "", "csv or json: every run's metrics as one table with the columns run, iter, metric, value")
 	out := fs.String("out", "", "with --format: write the table to this file (default: standard output)")
@@ -54,8 +54,15 @@ func cmdExport(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, fmt.Errorf("export: --format %q: want csv or json", *format))
 	case set["out"] && !set["format"]:
 		return fail(stderr, errors.New("export: --out goes with --format (event files are written into each run's own directory)"))
-	case (*force || set["data"]) && !*tb:
-		return fail(stderr, errors.New("export: --force and --data go with --tensorboard"))
+	case set["data"] && !*tb:
+		return fail(stderr, errors.New("export: --data goes with --tensorboard"))
+	case *force && !*tb && !set["out"]:
+		return fail(stderr, errors.New("export: --force goes with --tensorboard or --out"))
+	}
+	if set["out"] {
+		if err := checkOut(*out, *force); err != nil {
+			return fail(stderr, err)
+		}
 	}
 	list, err := exportRuns(dir)
 	if err != nil {
@@ -64,9 +71,10 @@ func cmdExport(args []string, stdout, stderr *os.File) int {
 	if *tb {
 		return exportTensorBoard(list, *force, *data, set["data"], stdout, stderr)
 	}
+	note := func(n string) { fmt.Fprintf(stderr, "mkbench: note: %s\n", n) }
 	if *out == "" {
 		w := bufio.NewWriter(stdout)
-		if err := writeTidy(w, list, *format); err != nil {
+		if err := writeTidy(w, list, *format, note); err != nil {
 			return fail(stderr, err)
 		}
 		if err := w.Flush(); err != nil {
@@ -74,17 +82,60 @@ func cmdExport(args []string, stdout, stderr *os.File) int {
 		}
 		return 0
 	}
-	if err := runfile.WriteAtomicFunc(*out, runfile.Shared, func(w io.Writer) error {
+	// Written whole, and without --force only where nothing is by then:
+	// of two exports to one file, the second is refused, not interleaved.
+	write := runfile.WriteNewFunc
+	if *force {
+		write = runfile.WriteAtomicFunc
+	}
+	if err := write(*out, runfile.Shared, func(w io.Writer) error {
 		bw := bufio.NewWriter(w)
-		if err := writeTidy(bw, list, *format); err != nil {
+		if err := writeTidy(bw, list, *format, note); err != nil {
 			return err
 		}
 		return bw.Flush()
-	}); err != nil {
+	}); errors.Is(err, os.ErrExist) {
+		return fail(stderr, fmt.Errorf("export: %s was written meanwhile by another process; add --force to replace it", *out))
+	} else if err != nil {
 		return fail(stderr, fmt.Errorf("export: %w", err))
 	}
 	fmt.Fprintf(stdout, "%d runs → %s\n", len(list), *out)
 	return 0
+}
+
+// checkOut refuses an --out that would land on a run's own file — any
+// file a run directory holds under a name the engine writes, however the
+// path reaches it (symlinks, ..) — and one that exists, unless force.
+func checkOut(out string, force bool) error {
+	for _, p := range []string{out, resolved(out)} {
+		if dir, base := filepath.Dir(p), filepath.Base(p); engine.OwnFile(base) && engine.IsRunDir(dir) {
+			return fmt.Errorf("export: --out %s is %s of the run in %s, which export never writes over; write the table elsewhere", out, base, dir)
+		}
+	}
+	st, err := os.Stat(out)
+	switch {
+	case err == nil && st.IsDir():
+		return fmt.Errorf("export: --out %s is a folder; give a file name, e.g. %s", out, filepath.Join(out, "metrics.csv"))
+	case err == nil && !force:
+		return fmt.Errorf("export: --out %s exists; add --force to replace it, or choose another file", out)
+	}
+	return nil
+}
+
+// resolved is path p with every symlink of it, and of the folders above
+// it, followed, as far as they exist.
+func resolved(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(d, filepath.Base(abs))
+	}
+	return abs
 }
 
 // exportRun is a run directory to export: its path and its name in the
@@ -131,15 +182,11 @@ type tidyRow struct {
 
 // tidyRows are run r's rows: each metrics.jsonl field by its name, each
 // validation as val_<metric> and val_<metric>_ci95, by iteration (at an
-// iteration, the metrics first).
-func tidyRows(r exportRun) ([]tidyRow, error) {
-	metrics, err := runfile.Read[engine.MetricsRow](filepath.Join(r.dir, engine.FileMetrics))
+// iteration, the metrics first). Damaged lines left out are told to note.
+func tidyRows(r exportRun, note func(string)) ([]tidyRow, error) {
+	metrics, vals, err := readLogs(r.dir, note)
 	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	vals, err := runfile.Read[engine.ValRow](filepath.Join(r.dir, engine.FileVal))
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
+		return nil, err
 	}
 	var out []tidyRow
 	add := func(iter int, vs []engine.NamedValue) {
@@ -157,9 +204,30 @@ func tidyRows(r exportRun) ([]tidyRow, error) {
 	return out, nil
 }
 
+// readLogs reads run dir's metrics.jsonl and val.jsonl, telling note of
+// the damaged lines it leaves out (a last row cut by a kill is no loss
+// and not told).
+func readLogs(dir string, note func(string)) ([]engine.MetricsRow, []engine.ValRow, error) {
+	mpath, vpath := filepath.Join(dir, engine.FileMetrics), filepath.Join(dir, engine.FileVal)
+	metrics, mskip, err := runfile.ReadRows[engine.MetricsRow](mpath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("export: %w", err)
+	}
+	vals, vskip, err := runfile.ReadRows[engine.ValRow](vpath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("export: %w", err)
+	}
+	for _, n := range []string{runfile.SkippedNote(mpath, mskip), runfile.SkippedNote(vpath, vskip)} {
+		if n != "" {
+			note(n)
+		}
+	}
+	return metrics, vals, nil
+}
+
 // writeTidy writes every run's rows as CSV or as a JSON array, a run at a
 // time, so that a large sweep is never held whole.
-func writeTidy(w io.Writer, list []exportRun, format string) error {
+func writeTidy(w io.Writer, list []exportRun, format string, note func(string)) error {
 	var cw *csv.Writer
 	if format == "csv" {
 		cw = csv.NewWriter(w)
@@ -169,7 +237,7 @@ func writeTidy(w io.Writer, list []exportRun, format string) error {
 	}
 	n := 0
 	for _, r := range list {
-		rows, err := tidyRows(r)
+		rows, err := tidyRows(r, note)
 		if err != nil {
 			return err
 		}
@@ -249,13 +317,9 @@ func exportEvents(dir string, force bool, data string) (msg string, notes []stri
 	if len(old) > 0 && !force {
 		return "", nil, fmt.Errorf("export: %s already has event files (%s); add --force to replace them", dir, filepath.Base(old[0]))
 	}
-	metrics, err := runfile.Read[engine.MetricsRow](filepath.Join(dir, engine.FileMetrics))
+	metrics, vals, err := readLogs(dir, func(n string) { notes = append(notes, n) })
 	if err != nil {
-		return "", nil, fmt.Errorf("export: %w", err)
-	}
-	vals, err := runfile.Read[engine.ValRow](filepath.Join(dir, engine.FileVal))
-	if err != nil {
-		return "", nil, fmt.Errorf("export: %w", err)
+		return "", nil, err
 	}
 	wall := wallClock(dir, metrics, vals)
 	var evs []tbevents.Event

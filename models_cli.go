@@ -38,16 +38,23 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
 		return code
 	}
+	// A damaged model is listed as such, and the others all the same.
 	list, err := library(*dir).List()
-	if err != nil {
+	var damaged *models.DamagedError
+	if err != nil && !errors.As(err, &damaged) {
 		return fail(stderr, err)
+	}
+	if damaged != nil {
+		for _, d := range damaged.Damaged {
+			fmt.Fprintf(stderr, "mkbench: note: %v\n", d.Err)
+		}
 	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(list, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	if len(list) == 0 {
+	if len(list) == 0 && damaged == nil {
 		fmt.Fprintln(stdout, "no models (mkbench models export RUN --name NAME adds one)")
 		return 0
 	}
@@ -59,6 +66,11 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 			at = "last"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (%s)\t%d\n", m.Name, m.Preset, m.Variant, m.Test, m.TrainSeconds/60, m.Iters, at, m.Params)
+	}
+	if damaged != nil {
+		for _, d := range damaged.Damaged {
+			fmt.Fprintf(w, "%s\tdamaged (see the note above)\t\t\t\t\t\n", d.Name)
+		}
 	}
 	w.Flush()
 	return 0
@@ -72,20 +84,26 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	name := fs.String("name", "", "the model's name (default: the run's preset)")
 	dir := fs.String("dir", shippedDir, "the folder of models to write into")
 	data := fs.String("data", "", dataHelp)
+	force := fs.Bool("force", false, "replace a model of that name the folder already holds (it is kept until the new one is in place)")
 	shift := fs.Int("support-shift", 0, "image classification: the model evaluates with each support image joined by its copies shifted by up to this many pixels (eval_support_shift, chosen after training with mkbench eval --val --support-shift; default: the run's)")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--dir DIR] [--support-shift R]"))
+		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--dir DIR] [--force] [--support-shift R]"))
 	}
 	run := args[0]
 	set, code, ok := parseArgs(fs, args[1:], stdout, stderr)
 	if !ok {
 		return code
 	}
-	lock, err := engine.LockRun(run)
+	// Read under the run's lock, so that no run writes it meanwhile; a run
+	// on read-only media is read without.
+	lock, note, err := engine.LockRunToRead(run)
 	if err != nil {
 		return fail(stderr, fmt.Errorf("models export: %w", err))
 	}
 	defer lock.Release()
+	if note != "" {
+		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
+	}
 	recordedData(run, set, data)
 	rc, err := engine.ReadRunConfig(run)
 	if err != nil {
@@ -106,7 +124,7 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 			settings = presets.ConfigDiff(base, rc.Config)
 		}
 	}
-	info, err := models.Export(run, *dir, *name, settings, adjust, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
+	info, note, err := models.Export(run, *dir, *name, *force, settings, adjust, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
 		c := ck.Config
 		srcs, err := presets.NewSources(ck.Source, c, *data)
 		if err != nil {
@@ -117,6 +135,9 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	})
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if note != "" {
+		fmt.Fprintf(stderr, "mkbench: note: %s: %s\n", filepath.Join(*dir, info.Name), note)
 	}
 	fmt.Fprintf(stdout, "exported %s → %s: %s, %d parameters (float32)\n", run, filepath.Join(*dir, info.Name), info.Test, info.Params)
 	return 0

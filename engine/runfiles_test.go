@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -287,5 +288,31 @@ func readOnly(t *testing.T, dir, mnt string) {
 	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
 	if out, err := exec.Command("mount", "-o", "remount,ro,bind", mnt).CombinedOutput(); err != nil {
 		t.Skipf("running as root without a way to make a read-only folder (remount ro: %v: %s)", err, out)
+	}
+}
+
+// Deleting a run removes mkbench's files of it, and the folder only when
+// nothing else is left; a file of the user's stays, and is named.
+func TestRemoveRunLeavesWhatIsNotMkbenchs(t *testing.T) {
+	cfg := tinyConfig("rff", 6)
+	dir := filepath.Join(t.TempDir(), "run")
+	stopAt(t, cfg, sineLike{}, RunOptions{Preset: "test", Dir: dir}, 3)
+	os.Remove(filepath.Join(dir, FileCheckpoint))
+	if _, err := Run(context.Background(), cfg, sineLike{}, RunOptions{Preset: "test", Dir: dir, Resume: true}, nil); err != nil {
+		t.Fatal(err) // leaves a stopped-TIME folder of the engine's files
+	}
+	os.WriteFile(filepath.Join(dir, FileCheckpoint+".tmp-4"), nil, 0o600)
+	os.WriteFile(filepath.Join(dir, "fits.json"), nil, 0o600)
+	os.WriteFile(filepath.Join(dir, "notes.md"), []byte("mine"), 0o600)
+	left, err := RemoveRun(dir, "fits.json")
+	if err != nil || !slices.Equal(left, []string{"notes.md"}) {
+		t.Fatalf("left %v, %v", left, err)
+	}
+	if got := keys(snapshotDir(t, dir)); len(got) != 2 { // notes.md and the lock file
+		t.Fatalf("after RemoveRun: %v", got)
+	}
+	os.Remove(filepath.Join(dir, "notes.md"))
+	if left, err := RemoveRun(dir); err != nil || len(left) != 0 {
+		t.Fatalf("left %v, %v", left, err)
 	}
 }

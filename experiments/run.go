@@ -175,14 +175,10 @@ func (r *Runner) train(ctx context.Context, pr Progress, dir string, j job, o Op
 		pr.Phase = PhaseReuse
 		r.report(pr)
 	} else {
+		// A run stopped before its first checkpoint starts over: the
+		// engine moves its files aside (never deleting them or anything
+		// else in the folder), and refuses one whose run got further.
 		resume := exists(filepath.Join(dir, engine.FileCheckpoint))
-		if !resume && exists(dir) {
-			// Stopped before its first checkpoint: nothing in it can be
-			// continued, and the engine refuses a used directory.
-			if err := os.RemoveAll(dir); err != nil {
-				return SeedResult{}, err
-			}
-		}
 		pr.Phase = PhaseTrain
 		if resume {
 			pr.Phase = PhaseResume

@@ -45,7 +45,7 @@ func tinyModel(t *testing.T, dir string) (run string, lib models.Library) {
 	run = filepath.Join(dir, "run")
 	cfg, srcs := tinyRun(t, run, nil)
 	libDir := filepath.Join(dir, "models")
-	_, err := models.Export(run, libDir, "sine-tiny", []string{"iters=30"}, nil, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
+	_, _, err := models.Export(run, libDir, "sine-tiny", false, []string{"iters=30"}, nil, func(ck *engine.Checkpoint) (engine.EvalResult, error) {
 		m, err := ck.Model(srcs.Train)
 		if err != nil {
 			return engine.EvalResult{}, err

@@ -12,8 +12,11 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/runs"
+	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 )
 
 // The runs screen: every run directory under the runs root, in the groups
@@ -110,8 +113,9 @@ type (
 		err  error
 	}
 	runsDeletedMsg struct {
-		dir string
-		err error
+		dir  string
+		err  error
+		left []string // what was not mkbench's, left in dir
 	}
 	runsTickMsg struct{}
 	// openRunMsg and resumeRunMsg ask the root to open the run, or to
@@ -371,16 +375,23 @@ func (s *runsScreen) evaluated(msg runsEvalMsg) tea.Cmd {
 	return nil
 }
 
-// remove deletes run directory dir, unless a process holds its lock.
+// remove deletes run directory dir, unless a process holds its lock:
+// mkbench's own files of the run, and the folder once nothing else is in
+// it (engine.RemoveRun); a file not mkbench's is left, and named.
 func remove(dir string) tea.Cmd {
 	return func() tea.Msg {
 		lock, err := engine.LockRun(dir)
 		if err != nil {
-			return runsDeletedMsg{dir, err}
+			return runsDeletedMsg{dir: dir, err: err}
 		}
-		err = os.RemoveAll(dir)
-		lock.Release()
-		return runsDeletedMsg{dir, err}
+		left, err := engine.RemoveRun(dir, models.FileModel, models.FileInfo, experiments.FileFits, experiments.FileOmega,
+			sweep.FileStarts, sweep.FileEnds)
+		if err != nil || len(left) > 0 {
+			lock.Release()
+			return runsDeletedMsg{dir: dir, err: err, left: left}
+		}
+		lock.Remove()
+		return runsDeletedMsg{dir: dir, err: os.Remove(dir)}
 	}
 }
 
@@ -399,5 +410,9 @@ func (s *runsScreen) deleted(msg runsDeletedMsg) {
 	delete(s.marks, msg.dir)
 	delete(s.curves, msg.dir)
 	s.refresh(keep)
+	if len(msg.left) > 0 {
+		s.note.set(fmt.Sprintf("deleted the run's files in %s; left what is not mkbench's: %s", msg.dir, strings.Join(msg.left, ", ")))
+		return
+	}
 	s.note.set("deleted " + msg.dir)
 }

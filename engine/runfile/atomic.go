@@ -31,7 +31,15 @@ func WriteAtomic(path string, data []byte, perm os.FileMode) error {
 // WriteAtomicFunc is WriteAtomic for content that write streams: path is
 // replaced only when write, the sync and the close all succeed.
 func WriteAtomicFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
-	return writeAtomic(path, perm, write, nil)
+	return writeAtomic(path, perm, write, nil, false)
+}
+
+// WriteNewFunc is WriteAtomicFunc for a file that must not exist: the
+// whole file appears at path only if nothing is there when it is done
+// (an error matching fs.ErrExist otherwise), so of two writers racing to
+// one path, one wins and the other is told.
+func WriteNewFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
+	return writeAtomic(path, perm, write, nil, true)
 }
 
 // WriteAtomicChecked is WriteAtomic that reads the temporary file back
@@ -42,14 +50,14 @@ func WriteAtomicChecked(path string, data []byte, perm os.FileMode, check func(w
 	return writeAtomic(path, perm, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
-	}, check)
+	}, check, false)
 }
 
 // writeAtomic writes a temporary file beside path with write, sets perm,
 // syncs and closes it, lets check (if any) read it back, and renames it
-// over path; on any failure the temporary file is removed and path is
-// untouched.
-func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error, check func([]byte) error) error {
+// over path (noReplace: links it to path, which must not exist); on any
+// failure the temporary file is removed and path is untouched.
+func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error, check func([]byte) error, noReplace bool) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+tmpMark+"*")
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
@@ -73,8 +81,15 @@ func writeAtomic(path string, perm os.FileMode, write func(io.Writer) error, che
 			}
 		}
 	}
-	if werr == nil {
+	switch {
+	case werr == nil && noReplace:
+		// A hard link, unlike a rename, never replaces what is there.
+		werr = os.Link(name, path)
+	case werr == nil:
 		werr = os.Rename(name, path)
+	}
+	if werr == nil && noReplace {
+		os.Remove(name)
 	}
 	if werr != nil {
 		os.Remove(name)

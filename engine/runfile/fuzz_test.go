@@ -83,6 +83,26 @@ func FuzzMetricsLog(f *testing.F) {
 		if _, err := Read[map[string]any](path); err != nil {
 			t.Fatalf("Read as maps: %v", err)
 		}
+		// Every line is a row, blank, skipped (and told), or the last
+		// one cut without its newline.
+		rows, skipped, err := ReadRows[fuzzRow](path)
+		lines := bytes.Split(data, []byte("\n"))
+		blank := 0
+		for _, l := range lines {
+			if len(bytes.TrimSpace(l)) == 0 {
+				blank++
+			}
+		}
+		cut := 0
+		if last := lines[len(lines)-1]; len(bytes.TrimSpace(last)) > 0 && json.Unmarshal(last, new(fuzzRow)) != nil {
+			cut = 1
+		}
+		if err != nil || len(rows)+len(skipped)+blank+cut != len(lines) {
+			t.Fatalf("ReadRows: %d rows, %d skipped, %d blank, %d cut of %d lines (%v)", len(rows), len(skipped), blank, cut, len(lines), err)
+		}
+		if (len(skipped) == 0) != (SkippedNote(path, skipped) == "") {
+			t.Fatalf("SkippedNote of %v", skipped)
+		}
 		if err := Truncate(path, keep, Private); err != nil {
 			t.Fatalf("Truncate: %v", err)
 		}
@@ -122,7 +142,7 @@ func FuzzMetricsLog(f *testing.F) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := Read[fuzzRow](path)
+		rows, err = Read[fuzzRow](path)
 		if err != nil {
 			t.Fatal(err)
 		}

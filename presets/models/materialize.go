@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
@@ -29,29 +28,44 @@ func (l Library) Materialize(name, dir string) (aside string, err error) {
 	if err != nil {
 		return "", err
 	}
-	data, err := fs.ReadFile(l.fsys, path.Join(name, FileModel))
+	data, err := l.modelFile(name)
 	if err != nil {
 		return "", err
 	}
+	metrics, val, err := l.Curves(name)
+	if err != nil {
+		return "", err
+	}
+	// Written whole or not at all, as an export's model folder is: into a
+	// hidden sibling renamed into place, under the parent folder's lock.
+	parent := filepath.Dir(dir)
+	lock, err := lockLibrary(parent)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Release()
 	mark := filepath.Join(dir, FileModel)
-	if old, err := os.ReadFile(mark); err == nil {
-		if bytes.Equal(old, data) {
-			return "", nil
+	old, err := runfile.ReadBounded(mark, MaxModelBytes)
+	switch {
+	case err == nil && bytes.Equal(old, data):
+		return "", nil
+	case err == nil || fileExists(mark):
+		// another model: moved aside below, once the new one is written
+	default:
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			return "", fmt.Errorf("models: %s is not empty and holds no model; remove it or choose another folder", dir)
 		}
-		if aside, err = moveAside(dir, mark); err != nil {
-			return "", err
-		}
-	} else if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-		return "", fmt.Errorf("models: %s is not empty and holds no model; remove it or choose another folder", dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return aside, err
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("models: %w", err)
 	}
-	if err := ck.Save(filepath.Join(dir, engine.FileBest)); err != nil {
-		return aside, err
+	defer os.RemoveAll(tmp) // made here, holding only what is written below; gone once renamed
+	if err := ck.Save(filepath.Join(tmp, engine.FileBest)); err != nil {
+		return "", err
 	}
-	if err := runfile.WriteJSON(filepath.Join(dir, engine.FileConfig), engine.RunConfig{Preset: ck.Preset, Source: ck.Source, Config: ck.Config}, 0o644); err != nil {
-		return aside, err
+	if err := runfile.WriteJSON(filepath.Join(tmp, engine.FileConfig), engine.RunConfig{Preset: ck.Preset, Source: ck.Source, Config: ck.Config}, 0o644); err != nil {
+		return "", err
 	}
 	// A model of a run that did not validate is its last parameters: the
 	// summary says so as that run's did, with no best iteration.
@@ -65,22 +79,32 @@ func (l Library) Materialize(name, dir string) (aside string, err error) {
 	if info.Iters > 0 {
 		sum.MsPerIter = 1000 * info.TrainSeconds / float64(info.Iters)
 	}
-	if err := runfile.WriteJSON(filepath.Join(dir, engine.FileSummary), sum, 0o644); err != nil {
-		return aside, err
+	if err := runfile.WriteJSON(filepath.Join(tmp, engine.FileSummary), sum, 0o644); err != nil {
+		return "", err
 	}
-	metrics, val, err := l.Curves(name)
-	if err != nil {
-		return aside, err
-	}
-	for f, b := range map[string][]byte{engine.FileMetrics: metrics, engine.FileVal: val} {
+	for f, b := range map[string][]byte{engine.FileMetrics: metrics, engine.FileVal: val, FileModel: data} {
 		if b != nil {
-			if err := runfile.WriteAtomic(filepath.Join(dir, f), b, 0o644); err != nil {
-				return aside, err
+			if err := runfile.WriteAtomic(filepath.Join(tmp, f), b, 0o644); err != nil {
+				return "", err
 			}
 		}
 	}
-	// Last: the mark that dir holds this model.
-	return aside, runfile.WriteAtomic(mark, data, 0o644)
+	if fileExists(mark) {
+		if aside, err = moveAside(dir, mark); err != nil {
+			return "", err
+		}
+	} else {
+		os.Remove(dir) // empty, checked above
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return aside, fmt.Errorf("models: %s could not be put in place: %w", dir, err)
+	}
+	return aside, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // moveAside renames dir, which holds another model (its mark), to the

@@ -8,8 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
@@ -75,34 +75,68 @@ func Shipped() Library {
 // Dir is the models in folder dir (one folder per model).
 func Dir(dir string) Library { return Library{fsys: os.DirFS(dir), where: dir} }
 
+// DamagedError is List's error for the models of a library that cannot
+// be read: each one's error, by name. List returns the others all the
+// same.
+type DamagedError struct {
+	Where   string
+	Damaged []Damaged
+}
+
+// Damaged is a model folder that cannot be read, and why.
+type Damaged struct {
+	Name string
+	Err  error
+}
+
+func (e *DamagedError) Error() string {
+	var names []string
+	for _, d := range e.Damaged {
+		names = append(names, d.Name)
+	}
+	return fmt.Sprintf("models: %d damaged in %s (%s): %v", len(e.Damaged), e.Where, strings.Join(names, ", "), e.Damaged[0].Err)
+}
+
+// ErrDamaged is what a DamagedError matches with errors.Is.
+var ErrDamaged = errors.New("damaged model")
+
+func (e *DamagedError) Is(target error) bool { return target == ErrDamaged }
+
 // List is the library's models, by name: its folders holding a
-// model.json. A damaged model.json is an error naming it.
+// model.json (hidden folders, an export's work in progress, are not
+// models). One that cannot be read does not hide the others: they are
+// returned with a *DamagedError naming each damaged one and why.
 func (l Library) List() ([]Info, error) {
 	entries, err := fs.ReadDir(l.fsys, ".")
 	if err != nil {
 		return nil, fmt.Errorf("models: %s: %w", l.where, err)
 	}
 	var out []Info
+	var damaged []Damaged
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		if _, err := fs.Stat(l.fsys, path.Join(e.Name(), FileInfo)); errors.Is(err, fs.ErrNotExist) {
-			continue // not a model (or one still being exported: model.json comes last)
+			continue // not a model
 		}
 		info, err := l.info(e.Name())
 		if err != nil {
-			return nil, err
+			damaged = append(damaged, Damaged{e.Name(), err})
+			continue
 		}
 		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(damaged) > 0 {
+		return out, &DamagedError{Where: l.where, Damaged: damaged}
+	}
 	return out, nil
 }
 
 func (l Library) info(name string) (Info, error) {
 	var info Info
-	b, err := fs.ReadFile(l.fsys, path.Join(name, FileInfo))
+	b, err := runfile.ReadFSBounded(l.fsys, path.Join(name, FileInfo), runfile.MaxSmallJSON)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := fs.Stat(l.fsys, name); serr != nil {
 			return info, fmt.Errorf("models: %w %q in %s (mkbench models lists them)", ErrNoModel, name, l.where)
@@ -111,8 +145,11 @@ func (l Library) info(name string) (Info, error) {
 	if err != nil {
 		return info, fmt.Errorf("models: %s/%s: %w", name, FileInfo, err)
 	}
-	if err := json.Unmarshal(b, &info); err != nil || info.Name != name {
+	if err := json.Unmarshal(b, &info); err != nil {
 		return info, fmt.Errorf("models: %s/%s in %s is damaged (%v); reinstall or re-export the model", name, FileInfo, l.where, err)
+	}
+	if info.Name != name {
+		return info, fmt.Errorf("models: %s/%s in %s names the model %q, not its folder's name; rename the folder back or re-export the model", name, FileInfo, l.where, info.Name)
 	}
 	return info, nil
 }
@@ -123,9 +160,9 @@ func (l Library) Open(name string) (*engine.Checkpoint, Info, error) {
 	if err != nil {
 		return nil, info, err
 	}
-	b, err := fs.ReadFile(l.fsys, path.Join(name, FileModel))
+	b, err := l.modelFile(name)
 	if err != nil {
-		return nil, info, fmt.Errorf("models: %s: %w", name, err)
+		return nil, info, err
 	}
 	ck, err := engine.ReadModelFile(b, path.Join(name, FileModel))
 	if err != nil {
@@ -134,95 +171,26 @@ func (l Library) Open(name string) (*engine.Checkpoint, Info, error) {
 	return ck, info, nil
 }
 
+// modelFile reads model name's model.mkbm, refused past MaxModelBytes,
+// which no export writes: a model folder may come from anyone.
+func (l Library) modelFile(name string) ([]byte, error) {
+	b, err := runfile.ReadFSBounded(l.fsys, path.Join(name, FileModel), MaxModelBytes)
+	if err != nil {
+		return nil, fmt.Errorf("models: %s in %s: %w", name, l.where, err)
+	}
+	return b, nil
+}
+
 // Curves returns model name's learning curves, metrics.jsonl and val.jsonl
 // as the run wrote them.
 func (l Library) Curves(name string) (metrics, val []byte, err error) {
-	if metrics, err = fs.ReadFile(l.fsys, path.Join(name, FileMetrics)); err != nil {
+	if metrics, err = runfile.ReadFSBounded(l.fsys, path.Join(name, FileMetrics), runfile.MaxLog); err != nil {
 		return nil, nil, fmt.Errorf("models: %s: %w", name, err)
 	}
-	if val, err = fs.ReadFile(l.fsys, path.Join(name, FileVal)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if val, err = runfile.ReadFSBounded(l.fsys, path.Join(name, FileVal), runfile.MaxLog); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("models: %s: %w", name, err)
 	}
 	return metrics, val, nil
-}
-
-// Export writes run directory runDir's evaluated model (best.gob, else
-// the last checkpoint) as model name in folder dst: model.mkbm,
-// model.json with Test from evaluate (called on the float32 model as it
-// will be read back) and the run's curves. adjust, if not nil, changes
-// the model's evaluation settings first (eval_support_shift chosen after
-// training on the validation classes); it must not change what the
-// parameters mean, and its result is validated. A model over
-// MaxModelBytes is refused: shipped models must stay small.
-func Export(runDir, dst, name string, settings []string, adjust func(*engine.Config), evaluate func(*engine.Checkpoint) (engine.EvalResult, error)) (Info, error) {
-	var info Info
-	if name == "" || name != filepath.Base(name) || name[0] == '.' {
-		return info, fmt.Errorf("models: %q is not a model name (a plain folder name)", name)
-	}
-	ck, which, _, err := engine.LoadEvalCheckpoint(runDir)
-	if err != nil {
-		return info, err
-	}
-	if adjust != nil {
-		adjust(&ck.Config)
-		if err := ck.Config.Validate(); err != nil {
-			return info, err
-		}
-	}
-	data := engine.ModelFile(ck)
-	if len(data) > MaxModelBytes {
-		return info, fmt.Errorf("models: %s holds %d parameters, %.1f MB in float32, over the %d MB a shipped model may take; train a smaller model (infer_hidden, flow_hidden)",
-			runDir, paramCount(ck), float64(len(data))/(1<<20), MaxModelBytes>>20)
-	}
-	back, err := engine.ReadModelFile(data, name)
-	if err != nil {
-		return info, err
-	}
-	// summary.json holds the whole run's iterations and training time, the
-	// checkpoint only those up to the best validation; read before the
-	// evaluation, which takes minutes, so a damaged one fails at once.
-	sum, err := engine.ReadSummary(runDir)
-	if err != nil {
-		return info, err
-	}
-	if sum == nil {
-		sum = &engine.Summary{}
-	}
-	test, err := evaluate(back)
-	if err != nil {
-		return info, err
-	}
-	test.PerTask = nil
-	info = Info{Name: name, Preset: ck.Preset, Variant: ck.Config.Variant(), Source: ck.Source, Test: test,
-		TrainSeconds: ck.TrainSeconds, Iters: max(sum.Iters, ck.Iter), BestIter: ck.Iter, Last: which == "last", Params: paramCount(ck),
-		Settings: settings, Exported: time.Now().UTC().Truncate(time.Second)}
-	if sum.TrainSeconds > 0 {
-		info.TrainSeconds = sum.TrainSeconds
-	}
-	dir := filepath.Join(dst, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return info, err
-	}
-	js, _ := json.MarshalIndent(info, "", "  ")
-	files := map[string][]byte{FileModel: data, FileInfo: append(js, '\n')}
-	for _, f := range []string{FileMetrics, FileVal} {
-		b, err := os.ReadFile(filepath.Join(runDir, f))
-		if err != nil && !(f == FileVal && errors.Is(err, os.ErrNotExist)) {
-			return info, err
-		}
-		if err == nil {
-			files[f] = b
-		}
-	}
-	// model.json last: a folder without it is not listed as a model.
-	for _, f := range []string{FileModel, FileMetrics, FileVal, FileInfo} {
-		if b, ok := files[f]; ok {
-			if err := runfile.WriteAtomic(filepath.Join(dir, f), b, 0o644); err != nil {
-				return info, err
-			}
-		}
-	}
-	return info, nil
 }
 
 func paramCount(ck *engine.Checkpoint) int {

@@ -38,7 +38,7 @@ func TestLibraryList(t *testing.T) {
 	if _, err := Dir(dir).List(); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Errorf("a damaged model.json: %v", err)
 	}
-	if _, err := Export(dir, dir, "../up", nil, nil, nil); err == nil {
+	if _, _, err := Export(dir, dir, "../up", false, nil, nil, nil); err == nil {
 		t.Error("a name with a path was accepted")
 	}
 }
