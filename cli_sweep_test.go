@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,8 +119,9 @@ func TestSweepLocalEngine(t *testing.T) {
 }
 
 // TestSweepWorkerKilled: a worker killed with SIGKILL mid-unit (a node
-// that dies) leaves a unit that the next worker continues from its
-// checkpoint to the metrics.jsonl of an uninterrupted run, byte for byte.
+// that dies) leaves a unit that says its worker died, and that the next
+// worker continues from its checkpoint to the metrics.jsonl of an
+// uninterrupted run, byte for byte.
 func TestSweepWorkerKilled(t *testing.T) {
 	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [vrf]\nseeds: [5]\niters: 2500\neval_tasks: 10\ngrid:\n  checkpoint_sec: [1]\n")
 	whole := filepath.Join(t.TempDir(), "whole")
@@ -155,8 +157,9 @@ func TestSweepWorkerKilled(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(unit, engine.FileSummary)); err == nil {
 		t.Fatal("the unit finished before the kill; the test kills it too late")
 	}
+	// No coordinator saw it die: the unit's files say so.
 	out, e, c := mkbench(t, "sweep", "status", cut)
-	if c != 0 || !strings.Contains(out, "1 pending") {
+	if c != 0 || !strings.Contains(out, "1 failed") || !strings.Contains(out, fmt.Sprintf("worker pid %d on", cmd.Process.Pid)) || !strings.Contains(out, "died") {
 		t.Errorf("status after the kill (exit %d): %s%s", c, out, e)
 	}
 	if out, e, c := mkbench(t, "sweep", "work", cut, "--index", "0"); c != 0 || !strings.Contains(out, "resuming at iteration") {

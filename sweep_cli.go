@@ -22,8 +22,8 @@ const sweepUsage = `Usage:
   mkbench sweep plan FILE [--json]       list the units and their estimated cost; runs nothing
   mkbench sweep run FILE [--out DIR] [--engine local|slurm] [--jobs K] [--wait] [--dry-run] [--data DIR]
   mkbench sweep status DIR [--json]      units done / running / pending / failed, with Slurm's states
-  mkbench sweep resume DIR [--engine local|slurm] [--jobs K] [--wait]
-                                         run the unfinished and failed units again
+  mkbench sweep resume DIR [--engine local|slurm] [--jobs K] [--wait] [--retry-failed]
+                                         continue the stopped units; --retry-failed: the failed ones too
   mkbench sweep cancel DIR               stop every unit (each saves a checkpoint first)
   mkbench sweep work DIR --index I       run one unit (what each Slurm array task runs)
   mkbench report DIR                     results.json/csv/md and figures of what has finished
@@ -95,7 +95,7 @@ func baselineNames() []string {
 
 // readSweepFile reads and checks a sweep file.
 func readSweepFile(path string) (sweep.File, []byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := runfile.ReadBounded(path, runfile.MaxUserText)
 	if err != nil {
 		return sweep.File{}, nil, fmt.Errorf("sweep: cannot read the sweep file: %w", err)
 	}

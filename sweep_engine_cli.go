@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/presets"
 )
 
 // runUnits runs the sweep's units that are not finished with an engine.
@@ -26,15 +29,27 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		return fail(stderr, err), false
 	}
 	var todo []int
+	var failed []string
 	for _, u := range st.Units {
 		if u.State == sweep.StateDone || only != nil && !slices.Contains(only, u.Index) {
 			continue
 		}
 		if u.State == sweep.StateRunning {
-			fmt.Fprintf(stderr, "mkbench: note: %s is running (pid %d on %s); it is left to that worker\n", u.Name, u.Owner.PID, u.Owner.Host)
+			fmt.Fprintf(stderr, "mkbench: note: %s is running (pid %d on %s); it is left to that worker\n", u.Name, u.Owner.PID, runfile.Printable(u.Owner.Host))
+			continue
+		}
+		if u.State == sweep.StateFailed && u.Permanent {
+			failed = append(failed, u.Name) // its worker would refuse it
 			continue
 		}
 		todo = append(todo, u.Index)
+	}
+	if len(failed) > 0 && !quiet {
+		fmt.Fprintf(stderr, "mkbench: note: %d units failed for good and are not run again (%s); after fixing the cause: mkbench sweep resume %s --retry-failed\n",
+			len(failed), strings.Join(failed, ", "), dir)
+	}
+	if err := checkUnits(dir, engineName, todo); err != nil {
+		return fail(stderr, err), false
 	}
 	// The workers run this build, wherever the sweep was started from.
 	bin, err := selfPath()
@@ -92,6 +107,34 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		return 1, true
 	}
 	return 0, true
+}
+
+// checkUnits refuses, before any unit starts, a unit whose settings are
+// invalid (engine.Config.Validate bounds every size) or, on the local
+// engine, need more memory than this machine has: one line naming the
+// unit, rather than a failure per unit after others have run. A Slurm
+// node's memory is the cluster's, so there only the settings are checked
+// here; each worker checks its memory as it starts.
+func checkUnits(dir, engineName string, todo []int) error {
+	m, err := sweep.Load(dir)
+	if err != nil {
+		return err
+	}
+	baselines := experiments.DefaultBaselines()
+	for _, i := range todo {
+		u := m.Units[i]
+		if _, ok := baselines[u.Variant]; ok {
+			continue
+		}
+		check := presets.CheckedConfig
+		if engineName != "local" {
+			check = func(sp presets.Spec) (presets.Preset, engine.Config, error) { return sp.Config() }
+		}
+		if _, _, err := check(u.Spec()); err != nil {
+			return fmt.Errorf("sweep: unit %s: %w; no unit was started", u.Name, err)
+		}
+	}
+	return nil
 }
 
 func jobsOrCores(jobs int) int {
@@ -191,7 +234,7 @@ func sweepReport(dir string, quiet bool, stdout, stderr *os.File, code int) int 
 	}
 	printSweepResults(stdout, dir, res)
 	if res.Failed > 0 {
-		return fail(stderr, fmt.Errorf("sweep: %d of %d units failed (see mkbench sweep status %s; after fixing the cause: mkbench sweep resume %s)", res.Failed, res.Units, dir, dir))
+		return fail(stderr, fmt.Errorf("sweep: %d of %d units failed (see mkbench sweep status %s; after fixing the cause: mkbench sweep resume %s --retry-failed)", res.Failed, res.Units, dir, dir))
 	}
 	return code
 }

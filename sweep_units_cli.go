@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 )
@@ -76,7 +76,9 @@ func unitDetail(u sweep.UnitStatus) string {
 		parts = append(parts, "slurm "+strings.TrimSpace(u.Slurm+" "+u.Node))
 	}
 	if u.Error != "" {
-		parts = append(parts, "error: "+u.Error)
+		// failed.json is a file of the sweep directory, which someone may
+		// have handed over.
+		parts = append(parts, "error: "+runfile.Printable(u.Error))
 	}
 	return strings.Join(parts, "  ")
 }
@@ -85,6 +87,7 @@ func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
 	fs := newFlags("sweep resume")
 	engineName, jobs, wait := engineFlags(fs)
 	quiet := fs.Bool("quiet", false, "print only the results")
+	retry := fs.Bool("retry-failed", false, "also run again the units that failed for good (bad settings, a diverged loss, no progress, a worker that died 3 times in a row), after fixing the cause")
 	set, code, ok := sweepFlags(fs, dir, "sweep directory DIR", args, stdout, stderr)
 	if !ok {
 		return code
@@ -115,14 +118,23 @@ func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
 			return fail(stderr, err)
 		}
 	}
+	// A unit that stopped, or whose worker died once or twice (a node
+	// failure, a kill), continues from its checkpoint; one that failed for
+	// good is run again only when asked, so a unit that fails each time
+	// is not retried in a loop.
 	cleared := 0
+	var kept []string
 	for _, u := range st.Units {
 		if u.Queued && u.State != sweep.StateDone {
 			fmt.Fprintf(stderr, "mkbench: note: %s is still in Slurm's queue (%s); not submitted again\n", u.Name, u.Slurm)
 			continue
 		}
 		if u.State == sweep.StateFailed {
-			if err := os.Remove(filepath.Join(dir, u.Dir, sweep.FileFailed)); err != nil {
+			if u.Permanent && !*retry {
+				kept = append(kept, u.Name)
+				continue
+			}
+			if err := sweep.Retry(dir, u.Unit, u.Permanent); err != nil {
 				return fail(stderr, err)
 			}
 			cleared++
@@ -134,6 +146,10 @@ func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
 	}
 	if !*quiet && cleared > 0 {
 		fmt.Fprintf(stdout, "%d failed units are tried again\n", cleared)
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(stderr, "mkbench: note: %d units that failed for good are not run again (%s; see mkbench sweep status %s); after fixing the cause: mkbench sweep resume %s --retry-failed\n",
+			len(kept), strings.Join(kept, ", "), dir, dir)
 	}
 	if only == nil {
 		only = []int{}
@@ -213,6 +229,9 @@ func cmdSweepWork(dir string, args []string, stdout, stderr *os.File) int {
 	}
 	ctx, cancel := stopContext()
 	defer cancel()
+	// Started by the local engine, it ends when its coordinator does.
+	ctx, cancelOrphan := sweep.WithParent(ctx)
+	defer cancelOrphan()
 	w := &sweep.Worker{Dir: dir, LockWait: *lockWait, Log: stdout, Baselines: map[string]sweep.BaselineFunc{}}
 	for name, bf := range experiments.DefaultBaselines() {
 		w.Baselines[name] = func(ctx context.Context, m sweep.Manifest, u sweep.Unit, unitDir string) error {

@@ -3,11 +3,11 @@ package sweep
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -115,8 +115,8 @@ func ParseFile(name string, data []byte, baselines []string) (File, error) {
 			return p.positiveInt(v, key, &f.EvalTasks)
 		case "minutes":
 			x, err := strconv.ParseFloat(v.Value, 64)
-			if v.Kind != yaml.ScalarNode || err != nil || !(x > 0) || math.IsInf(x, 0) {
-				return p.at(v, key, fmt.Errorf("%q is not a duration in minutes (a positive number, e.g. minutes: 60)", v.Value))
+			if v.Kind != yaml.ScalarNode || err != nil || !(x >= minMinutes && x <= maxMinutes) {
+				return p.at(v, key, fmt.Errorf("%q is not a duration in minutes (from %.4f, one second, to %g, e.g. minutes: 60)", v.Value, minMinutes, float64(maxMinutes)))
 			}
 			f.Minutes = x
 		case "grid":
@@ -244,6 +244,7 @@ func (p parser) grid(n *yaml.Node, f *File) error {
 		}
 		seen[key] = true
 		ax := Axis{Key: key}
+		var values []string // the values parsed, as fmt.Sprint writes them
 		if v.Kind != yaml.SequenceNode {
 			return p.at(v, where, errors.New("want a list of values, e.g. [64, 128]"))
 		}
@@ -262,7 +263,8 @@ func (p parser) grid(n *yaml.Node, f *File) error {
 				return p.at(it, where, fmt.Errorf("want a value, not a %s", kindName(it)))
 			}
 			set := key + "=" + val
-			if _, _, err := presets.ParseSet(set); err != nil {
+			_, parsed, err := presets.ParseSet(set)
+			if err != nil {
 				if errors.Is(err, presets.ErrUnknownKey) {
 					return p.at(k, where, err)
 				}
@@ -271,6 +273,14 @@ func (p parser) grid(n *yaml.Node, f *File) error {
 			if slices.Contains(ax.Values, set) {
 				return p.at(it, where, fmt.Errorf("%s is listed twice", val))
 			}
+			// 0.001 and 1e-3 are one value: two units would train the same
+			// run under two names.
+			same := fmt.Sprint(parsed)
+			if j := slices.Index(values, same); j >= 0 {
+				_, first, _ := strings.Cut(ax.Values[j], "=")
+				return p.at(it, where, fmt.Errorf("%s is %s again, written another way; list each value once", val, first))
+			}
+			values = append(values, same)
 			ax.Values = append(ax.Values, set)
 		}
 		f.Grid = append(f.Grid, ax)
@@ -327,8 +337,11 @@ func (p parser) slurm(n *yaml.Node, s *Slurm) error {
 		case "extra":
 			return p.each(v, where, func(it *yaml.Node) error {
 				line := strings.TrimSpace(it.Value)
-				if it.Kind != yaml.ScalarNode || !strings.HasPrefix(line, "-") || strings.ContainsAny(line, "\n\r") {
+				if it.Kind != yaml.ScalarNode || !strings.HasPrefix(line, "-") || strings.ContainsFunc(line, unicode.IsControl) {
 					return p.at(it, where, fmt.Errorf("%q is not an sbatch option (write it as on an #SBATCH line, e.g. --constraint=avx2)", it.Value))
+				}
+				if err := checkExtra(line); err != nil {
+					return p.at(it, where, err)
 				}
 				s.Extra = append(s.Extra, line)
 				return nil
@@ -336,6 +349,57 @@ func (p parser) slurm(n *yaml.Node, s *Slurm) error {
 		}
 		return nil
 	})
+}
+
+// Bounds of minutes: below a second a budget is no budget (it would round
+// to nothing), and past about two years time.Duration is near overflow.
+const (
+	minMinutes = 1.0 / 60
+	maxMinutes = 1e6
+)
+
+// sbatchOwned are the sbatch options an extra line may not give: those
+// the job script sets for mkbench's guarantees (one task per unit, the
+// requeue, the notice before the time limit, the output files), and those
+// that would let a sweep file someone hands over write files outside the
+// sweep directory or change what the job runs. Short forms are the
+// letters. sbatch takes any unambiguous prefix of a long option, so a
+// prefix of one of these is refused too.
+var sbatchOwned = []string{"array", "job-name", "requeue", "no-requeue", "signal", "output", "error", "input", "open-mode",
+	"chdir", "export", "export-file", "get-user-env", "wrap", "container", "container-id", "bb", "bbf", "uid", "gid", "parsable"}
+
+var sbatchOwnedShort = "aJoeiD"
+
+// checkExtra refuses an extra sbatch line that gives an option mkbench
+// owns, naming it.
+func checkExtra(line string) error {
+	owned := ""
+	if name, ok := strings.CutPrefix(line, "--"); ok {
+		name, _, _ = strings.Cut(name, "=")
+		name, _, _ = strings.Cut(name, " ")
+		for _, o := range sbatchOwned {
+			if name != "" && strings.HasPrefix(o, name) {
+				owned = "--" + o
+				break
+			}
+		}
+		if name == "" {
+			return fmt.Errorf("%q is not an sbatch option (write it as on an #SBATCH line, e.g. --constraint=avx2)", line)
+		}
+	} else {
+		// getopt reads "-Ho FILE" as -H and -o: a short option stands
+		// alone or before a space.
+		if len(line) < 2 || len(line) > 2 && line[2] != ' ' {
+			return fmt.Errorf("%q: give a short option alone or before a space (-C avx2), or the long form (--constraint=avx2)", line)
+		}
+		if strings.IndexByte(sbatchOwnedShort, line[1]) >= 0 {
+			owned = line[:2]
+		}
+	}
+	if owned != "" {
+		return fmt.Errorf("%q: %s is mkbench's to set (it keeps the units' output, requeue and files in the sweep directory); give other options, e.g. --constraint=avx2", line, owned)
+	}
+	return nil
 }
 
 // checkUse builds one configuration per preset and variant with every
@@ -367,7 +431,19 @@ func (p parser) checkUse(root *yaml.Node, f File) error {
 	if n > MaxUnits {
 		return p.at(root, "grid", fmt.Errorf("the sweep has more than %d units; split it into several sweep files", MaxUnits))
 	}
-	for _, u := range f.Units() {
+	units := f.Units()
+	if a, b, ok := sameDir(units); ok {
+		for i, g := range a.Grid {
+			if g != b.Grid[i] {
+				n, where := line(f.Grid[i].Key)
+				_, va, _ := strings.Cut(g, "=")
+				_, vb, _ := strings.Cut(b.Grid[i], "=")
+				return p.at(n, where, fmt.Errorf("%q and %q would both be the unit directory %s (names keep letters, digits and -._@, and a file system may ignore case); give values that differ otherwise", va, vb, a.Dir))
+			}
+		}
+		return p.at(root, "presets", fmt.Errorf("%s %s and %s %s would both be the unit directory %s", a.Preset, a.Variant, b.Preset, b.Variant, a.Dir))
+	}
+	for _, u := range units {
 		if slices.Contains(p.baselines, u.Variant) {
 			continue
 		}
@@ -378,10 +454,31 @@ func (p parser) checkUse(root *yaml.Node, f File) error {
 					return p.at(n, where, fmt.Errorf("%s, variant %s: %w", u.Preset, u.Variant, err))
 				}
 			}
+			// A size of the sweep's own (eval_tasks 10^11) is named at
+			// its line.
+			for i := 0; i+1 < len(root.Content); i += 2 {
+				if k := root.Content[i]; (k.Value == "iters" || k.Value == "eval_tasks") && namesKey(err.Error(), k.Value) {
+					return p.at(k, k.Value, fmt.Errorf("%s, variant %s: %w", u.Preset, u.Variant, err))
+				}
+			}
 			return p.at(root, u.Name, err)
 		}
 	}
 	return nil
+}
+
+// sameDir finds two units that name one directory, ignoring case (macOS
+// and Windows file systems do, and a sweep directory may be copied there).
+func sameDir(units []Unit) (a, b Unit, ok bool) {
+	first := make(map[string]int, len(units))
+	for i, u := range units {
+		key := strings.ToLower(u.Dir)
+		if j, seen := first[key]; seen {
+			return units[j], u, true
+		}
+		first[key] = i
+	}
+	return a, b, false
 }
 
 // namesKey reports whether msg names key as a word (bases, not

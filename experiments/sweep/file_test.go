@@ -2,8 +2,10 @@ package sweep
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 const goodFile = `presets: [sine-5shot]          # one or more
@@ -80,6 +82,22 @@ func TestParseFileDefaults(t *testing.T) {
 
 // TestParseFileErrors: each mistake is one error naming the file, the
 // line and the key.
+// axes writes n grid axes of m values each (m^n units).
+func axes(n, m int) string {
+	var b strings.Builder
+	for i, k := range []string{"bases", "meta_batch", "query", "infer_hidden", "prior_hidden", "flow_hidden"}[:n] {
+		b.WriteString("  " + k + ": [")
+		for v := range m {
+			if v > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprint(&b, v+1+i)
+		}
+		b.WriteString("]\n")
+	}
+	return b.String()
+}
+
 func TestParseFileErrors(t *testing.T) {
 	cases := []struct {
 		name, file, want string
@@ -107,6 +125,20 @@ func TestParseFileErrors(t *testing.T) {
 		{"not YAML", "presets: [sine-5shot\n", "s.yaml: not YAML"},
 		{"empty file", "", "s.yaml is empty"},
 		{"bad value in range", "presets: [sine-5shot]\ngrid:\n  bases: [0]\n", "s.yaml:3: grid.bases:"},
+		{"eval_tasks past its bound", "presets: [sine-5shot]\neval_tasks: 100000000000\n", "s.yaml:2: eval_tasks: sine-5shot, variant metakernel: engine: invalid config: eval_tasks must be at most"},
+		{"a grid of 10^12 units", "presets: [sine-5shot]\ngrid:\n" + axes(4, 1000), "more than 100000 units"},
+		{"duration of no time", "presets: [sine-5shot]\nminutes: 1e-12\n", "s.yaml:2: minutes: \"1e-12\" is not a duration in minutes (from 0.0167, one second"},
+		{"duration past time's range", "presets: [sine-5shot]\nminutes: 1e300\n", "s.yaml:2: minutes: \"1e300\""},
+		// A sweep file someone hands over must not write or run what
+		// mkbench does not, through the options sbatch reads.
+		{"extra output", "presets: [sine-5shot]\nslurm:\n  extra: [\"--output=/home/u/.bashrc\"]\n", "s.yaml:3: slurm.extra: \"--output=/home/u/.bashrc\": --output is mkbench's to set"},
+		{"extra output abbreviated", "presets: [sine-5shot]\nslurm:\n  extra: [\"--outp=/tmp/x\"]\n", "--output is mkbench's to set"},
+		{"extra short output", "presets: [sine-5shot]\nslurm:\n  extra: [\"-o /tmp/x\"]\n", "-o is mkbench's to set"},
+		{"extra short options run together", "presets: [sine-5shot]\nslurm:\n  extra: [\"-Ho /tmp/x\"]\n", "give a short option alone or before a space"},
+		{"extra export", "presets: [sine-5shot]\nslurm:\n  extra: [\"--export=ALL,LD_PRELOAD=/tmp/x.so\"]\n", "--export is mkbench's to set"},
+		{"extra array", "presets: [sine-5shot]\nslurm:\n  extra: [\"--array 0-99\"]\n", "--array is mkbench's to set"},
+		{"extra chdir", "presets: [sine-5shot]\nslurm:\n  extra: [\"-D /\"]\n", "-D is mkbench's to set"},
+		{"extra control character", "presets: [sine-5shot]\nslurm:\n  extra: [\"--comment=a\\eb\"]\n", "is not an sbatch option"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -121,6 +153,15 @@ func TestParseFileErrors(t *testing.T) {
 				t.Errorf("error is more than one line: %q", err)
 			}
 		})
+	}
+}
+
+// TestExtraOptionsAllowed: the options a cluster asks of a job pass.
+func TestExtraOptionsAllowed(t *testing.T) {
+	for _, e := range []string{"--constraint=avx2", "--gres=gpu:1", "--exclude=n3", "--exclusive", "-C avx2", "--mail-type=END", "--nodelist n1", "-N 1"} {
+		if err := checkExtra(e); err != nil {
+			t.Errorf("%s: %v", e, err)
+		}
 	}
 }
 
@@ -176,6 +217,9 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte(goodFile))
 	f.Add([]byte("presets: [sine-5shot]\ngrid:\n  embed_hidden: [[40, 40], \"64,64\"]\n"))
 	f.Add([]byte("presets: [omniglot-5w1s]\nvariants: [rbf]\nminutes: 1.5\n"))
+	f.Add([]byte("presets: [sine-5shot]\ngrid:\n  sources: [\"a/b\", \"a+b\", A_b]\n  lr: [0.001, 0x1p-3, 1e-3]\n"))
+	f.Add([]byte("presets: [sine-5shot]\ngrid:\n  lr: [0.001" + strings.Repeat("0", 300) + "1, 0.001]\n"))
+	f.Add([]byte("presets: [sine-5shot]\nslurm:\n  extra: [\"--outp=/x\", \"-C avx2\", \"-Hox\", \"--exp=A\"]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := ParseFile("f.yaml", data, []string{"maml"})
 		if err != nil {
@@ -187,10 +231,31 @@ func FuzzParseFile(f *testing.F) {
 		if len(file.Presets) == 0 {
 			t.Fatal("a file without presets parsed")
 		}
-		if n := len(file.Units()); n > 0 {
-			if _, _, err := file.Units()[0].Spec().Config(); err != nil && file.Units()[0].Variant != "maml" {
+		units := file.Units()
+		if len(units) > 0 {
+			if _, _, err := units[0].Spec().Config(); err != nil && units[0].Variant != "maml" {
 				t.Fatalf("a parsed file's first unit has no config: %v", err)
 			}
+		}
+		// Every unit has a directory of its own that a file system takes.
+		dirs := map[string]string{}
+		for _, u := range units {
+			if !unitDirOK(u.Dir) || len(u.Name) > MaxUnitName || u.Name != SafeName(u.Name) {
+				t.Fatalf("unit %d has the directory %q", u.Index, u.Dir)
+			}
+			if other, ok := dirs[strings.ToLower(u.Dir)]; ok {
+				t.Fatalf("%v and %v share the directory %s", other, u.Grid, u.Dir)
+			}
+			dirs[strings.ToLower(u.Dir)] = fmt.Sprint(u.Grid)
+		}
+		// What reaches the job script is an option mkbench lets through.
+		for _, e := range file.Slurm.Extra {
+			if err := checkExtra(e); err != nil || strings.ContainsFunc(e, unicode.IsControl) {
+				t.Fatalf("extra %q passed: %v", e, err)
+			}
+		}
+		if file.Minutes != 0 && !(file.Minutes >= minMinutes && file.Minutes <= maxMinutes) {
+			t.Fatalf("minutes %g passed", file.Minutes)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
@@ -25,6 +26,7 @@ const (
 	// In a unit's directory, besides the run's own files:
 	FileFailed = engine.FileFailed // engine.Failure: why the unit failed
 	FileStarts = "starts.jsonl"    // one Start per time a worker took the unit up
+	FileEnds   = "ends.jsonl"      // one End per time a worker let it go in order
 )
 
 // Manifest is sweep.json: everything a worker needs to run any unit, so
@@ -59,7 +61,7 @@ var ErrOtherSweep = errors.New("the directory holds a different sweep")
 // Load reads dir's sweep.json.
 func Load(dir string) (Manifest, error) {
 	var m Manifest
-	data, err := os.ReadFile(filepath.Join(dir, FileManifest))
+	data, err := runfile.ReadBounded(filepath.Join(dir, FileManifest), maxManifest)
 	if errors.Is(err, os.ErrNotExist) {
 		return m, fmt.Errorf("sweep: %s is %w (it has no %s; start one with mkbench sweep run FILE --out %s)", dir, ErrNotSweep, FileManifest, dir)
 	}
@@ -72,13 +74,45 @@ func Load(dir string) (Manifest, error) {
 	if m.Version != manifestVersion {
 		return m, fmt.Errorf("sweep: %s has format %d; this mkbench reads format %d", filepath.Join(dir, FileManifest), m.Version, manifestVersion)
 	}
+	if len(m.Units) > MaxUnits {
+		return m, fmt.Errorf("sweep: %s is damaged: it lists %d units, more than a sweep has (%d)", filepath.Join(dir, FileManifest), len(m.Units), MaxUnits)
+	}
+	dirs := make(map[string]int, len(m.Units))
 	for i, u := range m.Units {
-		if u.Index != i || u.Name == "" || u.Dir == "" || filepath.IsAbs(u.Dir) || !filepath.IsLocal(u.Dir) {
+		if u.Index != i || u.Name == "" || !unitDirOK(u.Dir) {
 			return m, fmt.Errorf("sweep: %s is damaged: unit %d (%q) is malformed", filepath.Join(dir, FileManifest), i, u.Name)
 		}
+		// Two units in one directory would train over each other.
+		if j, ok := dirs[strings.ToLower(u.Dir)]; ok {
+			return m, fmt.Errorf("sweep: %s is damaged: units %d and %d share the directory %s", filepath.Join(dir, FileManifest), j, i, u.Dir)
+		}
+		dirs[strings.ToLower(u.Dir)] = i
 	}
 	return m, nil
 }
+
+// maxManifest bounds sweep.json: MaxUnits units of a few hundred bytes
+// each, with room for long names.
+const maxManifest = 256 << 20
+
+// unitDirOK reports whether a unit's directory, as sweep.json gives it, is
+// one a sweep makes: a clean relative path of two names below the sweep
+// directory (units/NAME, or an experiment's runs/NAME), each a name a
+// file system takes, so a sweep.json handed over cannot point a worker at
+// the sweep directory itself or anywhere else.
+func unitDirOK(d string) bool {
+	parent, name, ok := strings.Cut(filepath.ToSlash(d), "/")
+	return ok && filepath.Clean(d) == d && filepath.IsLocal(d) && parent != "." && parent != ".." &&
+		name != "" && name != "." && name != ".." && !strings.Contains(name, "/") && len(name) <= MaxUnitName && len(parent) <= MaxUnitName
+}
+
+// maxPath is the longest path the system takes (PATH_MAX on Linux; macOS
+// takes 1024). room is what a unit adds below its directory: its files'
+// names and a temporary file's suffix.
+const (
+	maxPath = 4096
+	room    = 64
+)
 
 // Create writes a new sweep directory for m, with source (the sweep
 // file's bytes, nil for none) beside it. A directory that already holds
@@ -95,6 +129,17 @@ func Create(dir string, m Manifest, source []byte) error {
 		return nil
 	case !errors.Is(err, ErrNotSweep):
 		return err
+	}
+	// A unit whose files' paths are longer than the system takes would
+	// fail only when it runs.
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for _, u := range m.Units {
+		if n := len(abs) + 1 + len(u.Dir) + room; n > maxPath {
+			return fmt.Errorf("sweep: %s is too long a path for the sweep directory: unit %s's files would have paths of %d bytes, more than the %d the system takes; choose a shorter --out", dir, u.Name, n, maxPath)
+		}
 	}
 	for _, f := range []string{engine.FileCheckpoint, engine.FileSummary} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
@@ -135,6 +180,22 @@ type Start struct {
 	Job     string    `json:"slurm_job,omitempty"`
 	Restart int       `json:"slurm_restart,omitempty"` // SLURM_RESTART_COUNT: times Slurm requeued the job
 	Iter    int       `json:"iter"`                    // the checkpoint's iteration it started from
+	// Ends says the worker records its end in ends.jsonl, so a start
+	// without an End is a worker that died. Older builds recorded no
+	// ends: their starts say nothing either way.
+	Ends bool `json:"ends,omitempty"`
+	// Retry marks a row that is no start: someone asked for the unit to
+	// be tried again after a failure (sweep resume --retry-failed), so
+	// stalls and deaths are counted afresh from here.
+	Retry bool `json:"retry,omitempty"`
+}
+
+// End is one row of a unit's ends.jsonl: a worker let the unit go in
+// order — finished, stopped with a checkpoint, or failed with failed.json.
+type End struct {
+	Start int       `json:"start"` // the row of starts.jsonl it ends, from 0
+	Time  time.Time `json:"time"`
+	How   string    `json:"how"` // "done", "stopped", "failed" or "error" (it could not go on)
 }
 
 // Submission is one row of jobs.jsonl: one sbatch call.

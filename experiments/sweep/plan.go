@@ -1,6 +1,8 @@
 package sweep
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -113,7 +115,10 @@ func (f File) Units() []Unit {
 // UnitName is a unit's stable directory name: preset, variant ("+"
 // written "_"), each grid value as key and value, and the seed, e.g.
 // "sine-5shot-vrf_ctx-bases64-lr0.001-s1". Characters a shell or a file
-// system could trip on become "_".
+// system could trip on become "_". A name longer than a file system
+// takes (MaxUnitName bytes) is cut, and a hash of the whole assignment
+// keeps it apart from every other; names that fit are as they always
+// were, so an older sweep's units are found where they are.
 func UnitName(preset, variant string, grid []string, seed uint64) string {
 	parts := []string{preset, presets.VariantSlug(variant)}
 	for _, g := range grid {
@@ -121,8 +126,28 @@ func UnitName(preset, variant string, grid []string, seed uint64) string {
 		parts = append(parts, k+strings.ReplaceAll(v, ",", "x"))
 	}
 	parts = append(parts, fmt.Sprintf("s%d", seed))
-	return SafeName(strings.Join(parts, "-"))
+	name := SafeName(strings.Join(parts, "-"))
+	if len(name) <= MaxUnitName {
+		return name
+	}
+	// The hash is of what the name stands for, not of the name, which
+	// may already have merged two assignments.
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", preset, variant, seed)
+	for _, g := range grid {
+		fmt.Fprintf(h, "\x00%s", g)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:16]
+	return fmt.Sprintf("%s-%s-s%d", name[:shortPrefix], sum, seed)
 }
+
+// MaxUnitName is the longest unit directory name: NAME_MAX, the bytes of
+// one path component on Linux, macOS and Windows file systems.
+const MaxUnitName = 255
+
+// shortPrefix is how much of a cut name is kept: room for a hash, the
+// seed, and a sibling the size of "NAME.moved-20260101T000000Z" beside it.
+const shortPrefix = 160
 
 // SafeName writes s with every character but letters, digits and -._@
 // as "_", so it needs no quoting in a shell or on any file system.

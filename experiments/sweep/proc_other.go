@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-func ownGroup() *syscall.SysProcAttr { return nil }
+func workerAttr() *syscall.SysProcAttr { return nil }
 
 // stop ends a worker; without SIGTERM it cannot checkpoint first.
 func stop(p *os.Process) { p.Kill() }

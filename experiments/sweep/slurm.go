@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/mkbench/mkbench/engine/runfile"
 )
@@ -54,7 +55,7 @@ func Script(m Manifest, dir string, indices []int) string {
 	line("#!/bin/bash")
 	line("# Written by mkbench sweep run; submit it with the command, not by hand:")
 	line("# it records the job id the status and cancel commands use.")
-	line("#SBATCH --job-name=mkbench-%s", filepath.Base(dir))
+	line("#SBATCH --job-name=mkbench-%s", SafeName(filepath.Base(dir)))
 	array := arraySpec(indices)
 	if s.MaxParallel > 0 {
 		array += "%" + strconv.Itoa(s.MaxParallel)
@@ -106,6 +107,12 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // WriteScript writes dir's sweep.sbatch for the units at indices and
 // returns its path.
 func WriteScript(m Manifest, dir string, indices []int) (string, error) {
+	// The directory is written raw on #SBATCH lines, which end at a
+	// newline and split at spaces: such a path would cut a line in two
+	// (and a newline could add a line of its own).
+	if strings.ContainsFunc(dir, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '"' || r == '\'' }) {
+		return "", fmt.Errorf("sweep: the slurm engine needs a sweep directory whose path has no spaces, quotes or control characters, not %s; choose another --out", strconv.Quote(dir))
+	}
 	path := filepath.Join(dir, FileScript)
 	// Slurm opens the tasks' output files there, and fails a task whose
 	// folder is missing.
@@ -263,9 +270,22 @@ func AddQueue(ctx context.Context, st *Status) {
 		st.SlurmError = err.Error()
 		return
 	}
+	st.applyQueue(q)
+}
+
+// applyQueue sets the units' Slurm states from q, by unit index.
+func (st *Status) applyQueue(q map[int]QueueTask) {
 	for i := range st.Units {
-		if t, ok := q[st.Units[i].Index]; ok {
-			st.Units[i].Slurm, st.Units[i].Node, st.Units[i].Queued = t.State, t.Node, t.Active()
+		u := &st.Units[i]
+		if t, ok := q[u.Index]; ok {
+			u.Slurm, u.Node, u.Queued = t.State, t.Node, t.Active()
+		}
+		// A unit whose worker died on a failed node, which Slurm has
+		// requeued, waits for its next worker: pending, not failed.
+		if u.Queued && u.State == StateFailed && !u.Permanent {
+			st.Counts[StateFailed]--
+			st.Counts[StatePending]++
+			u.State = StatePending
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
@@ -28,6 +29,15 @@ type UnitStatus struct {
 	Eval  *engine.EvalResult `json:"eval,omitempty"`
 	Owner *runfile.Owner     `json:"owner,omitempty"` // while running
 	Error string             `json:"error,omitempty"` // when failed
+	// Permanent: the failure is one a retry cannot fix (failed.json
+	// says so), and sweep resume leaves it unless --retry-failed.
+	Permanent bool `json:"permanent,omitempty"`
+	// Died: the unit failed because its last worker died without a word
+	// (starts.jsonl has its start, ends.jsonl no end): a signal, the
+	// out-of-memory killer, a crash, or its machine stopping. Deaths is
+	// how many of its latest starts in a row ended so.
+	Died   bool `json:"died,omitempty"`
+	Deaths int  `json:"deaths,omitempty"`
 	// Starts is how many times a worker took the unit up.
 	Starts int `json:"starts"`
 	// TrainSeconds is the run's training time once done.
@@ -91,17 +101,90 @@ func UnitOf(dir string, u Unit) UnitStatus {
 	if runfile.LastRow(filepath.Join(dir, engine.FileVal), &val) {
 		us.Val = &val.Mean
 	}
-	if starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts)); err == nil {
-		us.Starts = len(starts)
-	}
+	h := readHistory(dir)
+	us.Starts = h.starts
 	switch st := engine.ReadRunState(dir); {
 	case st.Summary != nil:
 		sum := st.Summary
 		us.State, us.Eval, us.Iter, us.Iters, us.TrainSeconds = StateDone, sum.Eval, sum.Iters, sum.Iters, sum.TrainSeconds
 	case st.Held:
+		// A live worker holds it, here or on another node: whatever its
+		// history, it is running.
 		us.State, us.Owner = StateRunning, &st.Owner
 	case st.Failure != nil:
-		us.State, us.Error = StateFailed, st.Failure.Error
+		us.State, us.Error, us.Permanent = StateFailed, st.Failure.Error, st.Failure.Permanent
+		us.Died, us.Deaths = h.died != nil, h.deaths
+	case h.died != nil:
+		us.State, us.Died, us.Deaths = StateFailed, true, h.deaths
+		us.Error = diedReason(*h.died, us.Iter, "")
 	}
 	return us
+}
+
+// diedReason says that the worker of start s died at iteration iter; how
+// is what killed it when known ("signal: killed"), "" when not.
+func diedReason(s Start, iter int, how string) string {
+	who := fmt.Sprintf("worker pid %d on %s", s.PID, s.Host)
+	if s.Job != "" {
+		who += " (Slurm job " + s.Job + ")"
+	}
+	if how == "" {
+		how = "without a word: killed by a signal (the out-of-memory killer sends SIGKILL), crashed, or its machine stopped; see its log"
+	}
+	return fmt.Sprintf("%s died (%s) at iteration %d", who, how, iter)
+}
+
+// history is what a unit's starts.jsonl and ends.jsonl say of its workers.
+type history struct {
+	starts int    // workers that took the unit up
+	last   int    // the row of starts.jsonl of the latest start; -1: none
+	died   *Start // the latest start, when its worker died
+	// deaths is how many of the latest starts in a row, since the last
+	// retry row, died.
+	deaths int
+	// stalled is how many of the latest starts in a row, since the last
+	// retry row, began at the latest start's iteration.
+	stalled int
+}
+
+// readHistory reads a unit's history of workers. A worker that holds the
+// unit has started and not ended: the caller decides by the lock first.
+func readHistory(dir string) history {
+	h := history{last: -1}
+	starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts))
+	if err != nil {
+		return h
+	}
+	ended := map[int]bool{}
+	if ends, err := runfile.Read[End](filepath.Join(dir, FileEnds)); err == nil {
+		for _, e := range ends {
+			ended[e.Start] = true
+		}
+	}
+	counting, stalling := true, true
+	for i := len(starts) - 1; i >= 0; i-- {
+		s := starts[i]
+		if s.Retry {
+			counting, stalling = false, false
+			continue
+		}
+		h.starts++
+		if h.last < 0 {
+			h.last = i
+			if s.Ends && !ended[i] {
+				h.died = &starts[i]
+			}
+		}
+		if counting && s.Ends && !ended[i] {
+			h.deaths++
+		} else {
+			counting = false
+		}
+		if stalling && s.Iter == starts[h.last].Iter {
+			h.stalled++
+		} else {
+			stalling = false
+		}
+	}
+	return h
 }

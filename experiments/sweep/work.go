@@ -33,6 +33,13 @@ var (
 // checkpoint) would otherwise be requeued forever.
 const maxStalls = 5
 
+// maxDeaths is how many times in a row a unit's worker may die (a signal,
+// the out-of-memory killer, a crash, a node that stops) before the unit is
+// failed for good: once is a node failure or a kill that a requeue or
+// sweep resume mends from the checkpoint; three times is a unit that kills
+// its worker, and running it again would kill it again.
+const maxDeaths = 3
+
 // BaselineFunc trains a unit whose variant is a baseline (MAML) into its
 // run directory, leaving a summary.json as the engine's.
 type BaselineFunc func(ctx context.Context, m Manifest, u Unit, dir string) error
@@ -58,8 +65,11 @@ type Worker struct {
 // owner's lock is free at once (runfile.Lock). A failure a retry cannot
 // fix — bad settings or data, a diverged loss, no progress over
 // maxStalls starts — writes the unit's failed.json, which later workers
-// honour until sweep resume clears it.
-func (w *Worker) Work(ctx context.Context, index int) error {
+// honour until sweep resume --retry-failed clears it. A worker records
+// its start in starts.jsonl and its end in ends.jsonl, so one that dies
+// without a word shows as died (UnitOf); after maxDeaths such deaths in a
+// row the unit is failed for good.
+func (w *Worker) Work(ctx context.Context, index int) (err error) {
 	m, err := Load(w.Dir)
 	if err != nil {
 		return err
@@ -82,16 +92,25 @@ func (w *Worker) Work(ctx context.Context, index int) error {
 		w.logf("%s: finished earlier; nothing to do", u.Name)
 		return nil
 	}
-	if f, ok := engine.ReadFailure(dir); ok && f.Permanent {
-		return fmt.Errorf("%w: %s: %s (not retried; after fixing the cause run mkbench sweep resume %s)", ErrFailed, u.Name, f.Error, w.Dir)
+	f, failed := engine.ReadFailure(dir)
+	if failed && f.Permanent {
+		return fmt.Errorf("%w: %s: %s (not retried; after fixing the cause run mkbench sweep resume %s --retry-failed)", ErrFailed, u.Name, f.Error, w.Dir)
+	}
+	if h := readHistory(dir); h.died != nil && h.deaths >= maxDeaths {
+		last := diedReason(*h.died, h.died.Iter, "")
+		if failed {
+			last = f.Error // the reason its parent saw
+		}
+		return w.fail(dir, u, fmt.Errorf("its worker died %d times in a row, the last: %s; it is not started again (does it run out of memory? lower eval_tasks, meta_batch or bases, or give it more memory)", h.deaths, last), h.died.Iter, true)
 	}
 	os.Remove(filepath.Join(dir, FileFailed))
-	iter, err := w.recordStart(dir)
+	row, iter, err := w.recordStart(dir)
 	if err != nil {
 		return err
 	}
-	if err := w.checkStalls(dir, iter); err != nil {
-		return w.fail(dir, u, err, 0, true)
+	defer func() { w.recordEnd(dir, row, err) }()
+	if h := readHistory(dir); h.stalled >= maxStalls {
+		return w.fail(dir, u, fmt.Errorf("started %d times in a row at iteration %d without saving a later checkpoint (is the time limit shorter than the first checkpoint, or does the node die at start?)", h.stalled, iter), iter, true)
 	}
 	if bf, ok := w.Baselines[u.Variant]; ok {
 		w.logf("%s: training the %s baseline", u.Name, u.Variant)
@@ -180,36 +199,41 @@ func (w *Worker) lock(ctx context.Context, dir string) (*runfile.DirLock, error)
 	}
 }
 
-// recordStart appends this start to starts.jsonl and returns the
-// iteration the unit's checkpoint holds (0 without one).
-func (w *Worker) recordStart(dir string) (int, error) {
-	iter := 0
+// recordStart appends this start to starts.jsonl and returns its row
+// and the iteration the unit's checkpoint holds (0 without one).
+func (w *Worker) recordStart(dir string) (row, iter int, err error) {
 	if exists(filepath.Join(dir, engine.FileCheckpoint)) {
 		ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		iter = ck.Iter
 	}
+	starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts))
+	if err != nil {
+		return 0, 0, err
+	}
 	host, _ := os.Hostname()
 	restart, _ := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT"))
-	s := Start{Time: time.Now().UTC(), Host: host, PID: os.Getpid(), Job: runfile.SlurmJob(), Restart: restart, Iter: iter}
-	return iter, runfile.Append(filepath.Join(dir, FileStarts), s, runfile.Shared)
+	s := Start{Time: time.Now().UTC(), Host: host, PID: os.Getpid(), Job: runfile.SlurmJob(), Restart: restart, Iter: iter, Ends: true}
+	return len(starts), iter, runfile.Append(filepath.Join(dir, FileStarts), s, runfile.Shared)
 }
 
-// checkStalls fails a unit whose last maxStalls starts, this one
-// included, all began at the same iteration short of the end.
-func (w *Worker) checkStalls(dir string, iter int) error {
-	starts, err := runfile.Read[Start](filepath.Join(dir, FileStarts))
-	if err != nil || len(starts) < maxStalls {
-		return nil
+// recordEnd appends the end of the start at row to ends.jsonl: the worker
+// lets the unit go in order, with err what Work returns.
+func (w *Worker) recordEnd(dir string, row int, err error) {
+	how := "done"
+	switch {
+	case errors.Is(err, ErrFailed):
+		how = "failed"
+	case errors.Is(err, ErrInterrupted):
+		how = "stopped"
+	case err != nil:
+		how = "error"
 	}
-	for _, s := range starts[len(starts)-maxStalls:] {
-		if s.Iter != iter {
-			return nil
-		}
+	if aerr := runfile.Append(filepath.Join(dir, FileEnds), End{Start: row, Time: time.Now().UTC(), How: how}, runfile.Shared); aerr != nil {
+		w.logf("cannot record the end in %s: %v", FileEnds, aerr)
 	}
-	return fmt.Errorf("started %d times in a row at iteration %d without saving a later checkpoint (is the time limit shorter than the first checkpoint, or does the node die at start?)", maxStalls, iter)
 }
 
 // progress prints a unit's progress every ProgressEvery.

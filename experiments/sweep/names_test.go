@@ -1,0 +1,118 @@
+package sweep
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mkbench/mkbench/engine/runfile"
+)
+
+// TestLongUnitNameIsCut: a grid value long enough to make a unit's name
+// longer than a file system takes (a float written with 300 digits) is
+// planned under a name that fits, kept apart from its neighbours by a
+// hash; names that fit are as they were.
+func TestLongUnitNameIsCut(t *testing.T) {
+	long := "0.00" + strings.Repeat("1", 300)
+	file := "presets: [sine-5shot]\nvariants: [vrf]\nseeds: [1]\ngrid:\n  lr: [" + long + ", 0.002" + strings.Repeat("1", 300) + ", 0.001]\n"
+	f, err := ParseFile("s.yaml", []byte(file), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	units := f.Units()
+	seen := map[string]bool{}
+	for _, u := range units {
+		if len(u.Name) > MaxUnitName || len(filepath.Base(u.Dir)) > MaxUnitName {
+			t.Errorf("unit %d is named with %d bytes, more than a file system takes", u.Index, len(u.Name))
+		}
+		if seen[strings.ToLower(u.Name)] {
+			t.Errorf("two units named %s", u.Name)
+		}
+		seen[strings.ToLower(u.Name)] = true
+	}
+	if !strings.HasPrefix(units[0].Name, "sine-5shot-vrf-lr0.00111") || !strings.HasSuffix(units[0].Name, "-s1") {
+		t.Errorf("a cut name keeps its readable start and seed: %s", units[0].Name)
+	}
+	if units[2].Name != "sine-5shot-vrf-lr0.001-s1" {
+		t.Errorf("a name that fits changed: %s", units[2].Name)
+	}
+	// The unit directory can be made, and a worker's files written in it.
+	dir := filepath.Join(t.TempDir(), units[0].Dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSameValueTwiceIsRefused: one value written two ways (0.001 and 1e-3,
+// 64 and 064) would train one run twice under two names.
+func TestSameValueTwiceIsRefused(t *testing.T) {
+	for _, grid := range []string{"lr: [0.001, 1e-3]", "bases: [64, 064]", "lr: [0.5, 5E-1]"} {
+		_, err := ParseFile("s.yaml", []byte("presets: [sine-5shot]\ngrid:\n  "+grid+"\n"), nil)
+		if err == nil || !errors.Is(err, ErrSweepFile) || !strings.Contains(err.Error(), "s.yaml:3: grid.") || !strings.Contains(err.Error(), "again") {
+			t.Errorf("%s: %v", grid, err)
+		}
+	}
+}
+
+// TestCollidingUnitDirsAreRefused: two different values that would name
+// one unit directory (they differ only in characters a name replaces, or
+// in case) are refused at plan time naming both.
+func TestCollidingUnitDirsAreRefused(t *testing.T) {
+	for _, c := range []struct{ grid, a, b string }{
+		{`sources: ["a/b", "a+b"]`, "a/b", "a+b"},
+		{`sources: [Aircraft, aircraft]`, "Aircraft", "aircraft"},
+		{`lr_schedule: ["cosine", "COSINE"]`, "cosine", "COSINE"},
+	} {
+		_, err := ParseFile("s.yaml", []byte("presets: [sine-5shot]\ngrid:\n  "+c.grid+"\n"), nil)
+		if err == nil || !errors.Is(err, ErrSweepFile) || !strings.Contains(err.Error(), `"`+c.a+`"`) || !strings.Contains(err.Error(), `"`+c.b+`"`) ||
+			!strings.Contains(err.Error(), "unit directory") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", c.grid, err)
+		}
+	}
+}
+
+// TestCreateRefusesTooLongPath: a sweep directory so deep that its units'
+// files would pass the longest path the system takes is refused when the
+// sweep is created, not unit by unit at run time.
+func TestCreateRefusesTooLongPath(t *testing.T) {
+	f, err := ParseFile("t.yaml", []byte(smallSweep), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for len(dir) < 4050 {
+		dir = filepath.Join(dir, strings.Repeat("d", 200))
+	}
+	dir = dir[:4050]
+	err = Create(dir, Manifest{File: f, Units: f.Units(), Engine: "local"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "too long") || !strings.Contains(err.Error(), "--out") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestLoadRefusesHostileManifest: a sweep.json handed over cannot point a
+// unit at the sweep directory itself, above it, or at another unit's
+// directory.
+func TestLoadRefusesHostileManifest(t *testing.T) {
+	dir, m := newSweep(t, "presets: [sine-5shot]\nvariants: [vrf]\nseeds: [1, 2]\n")
+	for _, c := range []struct{ dir0, dir1, want string }{
+		{".", m.Units[1].Dir, "is malformed"},
+		{"units/../..", m.Units[1].Dir, "is malformed"},
+		{"units", m.Units[1].Dir, "is malformed"},
+		{"units/a/b", m.Units[1].Dir, "is malformed"},
+		{"/etc", m.Units[1].Dir, "is malformed"},
+		{"units/x", "units/X", "share the directory"},
+	} {
+		bad := m
+		bad.Units = append([]Unit(nil), m.Units...)
+		bad.Units[0].Dir, bad.Units[1].Dir = c.dir0, c.dir1
+		if err := runfile.WriteJSON(filepath.Join(dir, FileManifest), bad, runfile.Shared); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("units in %q and %q: %v", c.dir0, c.dir1, err)
+		}
+	}
+}
