@@ -49,7 +49,10 @@
 // (hooks_checkpoint.go, checkpoint.go), TensorBoard event files of the
 // scalars and ω histograms (hooks_events.go, engine/tbevents), and the
 // final evaluation and summary.json (run_eval.go). runfiles.go holds the run directory's file
-// names and formats.
+// names and formats and what counts as the engine's own file (OwnFile): the
+// engine removes or moves nothing else, and a run's record is moved aside
+// (DIR/stopped-TIME), never deleted, to start over; runremove.go deletes a
+// run on a user's request, its own files only.
 //
 // A training step is staged (staged.go): the meta-batch is split into two
 // task ranges whose graphs run concurrently as the stages of the model's

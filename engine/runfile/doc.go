@@ -2,10 +2,14 @@
 // that a crash, a kill or a full disk never leaves half a file behind:
 // whole files are replaced atomically (a synced temporary file renamed over
 // the old one), and JSON-lines logs are appended row by row and, when a run
-// resumes, cut back to the rows its checkpoint covers. Lock gives one
-// process at a time a directory: a second one gets an error naming the
-// holder, and a dead holder's lock is taken over. AbsOrEmpty makes the
-// paths a directory records absolute.
+// resumes, cut back to the rows its checkpoint covers; ReadRows says which
+// lines it left out. Lock gives one process at a time a directory: a
+// second one gets an error naming the holder, and a dead holder's lock is
+// taken over; LockToRead reads a directory no process can write (read-only
+// media) without one. The temporary file an interrupted atomic write
+// leaves is named NAME.tmp-DIGITS (TempOf), and RemoveTemps removes
+// exactly those under the lock. AbsOrEmpty makes the paths a directory
+// records absolute.
 //
 // It imports nothing of the engine, so the engine, the experiments and the
 // data caches share one copy of these primitives.
