@@ -196,8 +196,9 @@ const maxCheckpointFile = 8 << 30
 // readCheckpointFile reads a checkpoint file whole after checking its size
 // against what reading it would take: past maxCheckpointFile, or (with a
 // format-2 header) a payload length other than the file's, or more than
-// the machine has available (decoding holds the file and its values
-// both), it is refused before its bytes are read.
+// the machine has available (decoding holds three times the file: its
+// bytes, encoding/gob's copy of the message, the values decoded), it is
+// refused before its bytes are read.
 func readCheckpointFile(path string) ([]byte, error) {
 	st, err := os.Stat(path)
 	if err != nil {

@@ -527,7 +527,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("flows need a feature dimension of at least 2"))
 	}
 	if !(c.LR > 0) {
-		errs = append(errs, fmt.Errorf("lr must be positive, got %g", c.LR))
+		errs = append(errs, fmt.Errorf("lr (the learning rate) must be positive, got %g", c.LR))
 	}
 	if !(c.LambdaInit > 0) {
 		errs = append(errs, fmt.Errorf("lambda_init must be positive, got %g", c.LambdaInit))
