@@ -316,3 +316,26 @@ func TestRemoveRunLeavesWhatIsNotMkbenchs(t *testing.T) {
 		t.Fatalf("left %v, %v", left, err)
 	}
 }
+
+// config.json as anyone may hand it over: when it reads, it writes back
+// to the same data path, whatever its bytes (data_bytes when not UTF-8).
+func FuzzRunConfigData(f *testing.F) {
+	f.Add([]byte(`{"preset":"p","source":"s","data":"/d","config":{"iters":3}}`))
+	f.Add([]byte(`{"data":"\ufffd","data_bytes":"L2T/","config":{}}`))
+	f.Add([]byte(`{"data_bytes":"not base64"}`))
+	f.Add([]byte(`{"data_bytes":null,"data":7}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var rc RunConfig
+		if json.Unmarshal(b, &rc) != nil {
+			return
+		}
+		out, err := json.Marshal(rc)
+		if err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
+		var back RunConfig
+		if err := json.Unmarshal(out, &back); err != nil || back.Data != rc.Data || back.Preset != rc.Preset {
+			t.Fatalf("round trip: %q → %q (%v)", rc.Data, back.Data, err)
+		}
+	})
+}
