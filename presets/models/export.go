@@ -115,7 +115,7 @@ func install(dst, name string, force bool, files map[string][]byte) (note string
 	if err != nil {
 		return "", err
 	}
-	defer lock.Release()
+	defer lock.Remove() // no lock file left in the library (the shipped folder is in the source tree)
 	removeDeadExports(dst)
 	tmp, err := os.MkdirTemp(dst, "."+name+".tmp-")
 	if err != nil {
@@ -208,7 +208,9 @@ func removeDeadExports(dst string) {
 
 // lockLibrary takes the lock of the library folder dst (creating it),
 // waiting a little for another export, which holds it only while it
-// writes its few files and renames their folder into place.
+// writes its few files and renames their folder into place. Its holder
+// removes the lock file when done (runfile.DirLock.Remove), so a library
+// keeps no trace of it.
 func lockLibrary(dst string) (*runfile.DirLock, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {

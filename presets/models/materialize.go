@@ -43,7 +43,7 @@ func (l Library) Materialize(name, dir string) (aside string, err error) {
 	if err != nil {
 		return "", err
 	}
-	defer lock.Release()
+	defer lock.Remove()
 	mark := filepath.Join(dir, FileModel)
 	old, err := runfile.ReadBounded(mark, MaxModelBytes)
 	switch {
