@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"math"
+	"runtime"
 	"sync"
 
 	"github.com/mkbench/mkbench/engine/runfile"
@@ -32,6 +33,14 @@ const (
 	// one may decode (maxDecodeBytes plus a maxImageBytes file) at a time,
 	// and for hundreds of ordinary ones.
 	decodeMemory = 256 << 20
+	// collectAfter is the decode cost past which a decode's garbage is
+	// collected before its bytes go back to the gate, so that the next
+	// decode reuses them instead of growing the heap: the collector's
+	// pacing would let the heap reach twice what was live at its last
+	// cycle, the process's peak twice decodeMemory. A decode that large
+	// takes a tenth of a second or more; the collection, of a heap of
+	// few pointers (pixels are not scanned), a few milliseconds.
+	collectAfter = 32 << 20
 	// decodeOverhead covers what a decode allocates besides its pixels:
 	// inflate's window and tables, Huffman tables, buffers.
 	decodeOverhead = 256 << 10
@@ -310,6 +319,15 @@ func (g *memGate) tryAcquire(n int64) bool {
 		return true
 	}
 	return false
+}
+
+// releaseDecode gives back the held bytes of a decode that cost cost,
+// collecting its garbage first when it is large (see collectAfter).
+func (g *memGate) releaseDecode(held, cost int64) {
+	if cost >= collectAfter {
+		runtime.GC()
+	}
+	g.release(held)
 }
 
 func (g *memGate) release(n int64) {

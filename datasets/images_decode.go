@@ -52,7 +52,7 @@ func decodeRGBWith(label string, data []byte, h, w int, dst []uint8, s *rgbScrat
 		return err
 	}
 	held := decodeGate.acquire(hd.cost)
-	defer decodeGate.release(held)
+	defer decodeGate.releaseDecode(held, hd.cost)
 	return decodeHeaded(label, data, hd, hd.cost, h, w, dst, s, filter)
 }
 
@@ -190,7 +190,7 @@ func decodeImageFile(f drawingFile, h, w int, dst []uint8, s *rgbScratch, filter
 		return err
 	}
 	held := decodeGate.acquire(size)
-	defer func() { decodeGate.release(held) }()
+	defer func() { decodeGate.releaseDecode(held, held-size) }()
 	data, err := readImageFile(f, size)
 	if err != nil {
 		return err
