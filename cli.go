@@ -20,6 +20,7 @@ import (
 	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
+	"github.com/mkbench/mkbench/presets/models"
 	"github.com/mkbench/mkbench/ui"
 )
 
@@ -37,7 +38,7 @@ Usage:
   mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
               [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
               [--image-size N] [--channels 1|3] [--sources a,b] [--test-sources a,b]
-  mkbench run --resume DIR [--iters N] [--repair] [--data DIR]
+  mkbench run --resume DIR [--iters N] [--repair] [--start-over] [--data DIR]
   mkbench eval --run DIR | --model NAME [--eval-tasks N] [--way W] [--shot K] [--query Q] [--samples S] [--data DIR] [--json]
               [--folder DIR2 [--split all|test]]   an image model on a folder of your own images
   mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
@@ -276,6 +277,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	fs.Int("query", 0, "query examples per class in training (--set query)")
 	fs.String("sources", "", "Meta-Dataset presets: the sources to train on, a,b (--set sources; default ilsvrc_2012, else every source with training classes)")
 	fs.String("test-sources", "", "Meta-Dataset presets: the sources to test on, a,b (--set test_sources; default every source present)")
+	startOver := fs.Bool("start-over", false, "with --resume: start over from iteration 0 a run whose checkpoint.gob is lost although it validated or finished; its files are moved aside into DIR/stopped-TIME, never deleted")
 	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
 	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "way", "shot", "query")
@@ -297,10 +299,13 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if *repair && *resume == "" {
 		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
 	}
+	if *startOver && *resume == "" {
+		return fail(stderr, errors.New("run: --start-over applies to --resume DIR only"))
+	}
 	if *resume != "" {
 		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources", "way", "shot", "query", "backbone"} {
 			if set[n] {
-				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair and --quiet", n))
+				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair, --start-over and --quiet", n))
 			}
 		}
 		dir = *resume
@@ -374,7 +379,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if !*quiet {
 		fmt.Fprintln(stdout, start)
 	}
-	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
+	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, StartOver: *startOver, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
 		Budget: budget, Data: *data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
@@ -529,7 +534,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	}
 	lib := library(*modelsDir)
 	if *modelsDir != "" {
-		if _, err := lib.List(); err != nil {
+		if _, err := lib.List(); err != nil && !errors.Is(err, models.ErrDamaged) { // the picker names damaged models and offers the rest
 			return fail(stderr, fmt.Errorf("tui: --models-dir: %w", err))
 		}
 	}

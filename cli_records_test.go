@@ -112,6 +112,22 @@ func TestResumeWithoutCheckpointRefusedForAValidatedRun(t *testing.T) {
 	if string(readAll(t, filepath.Join(dir, engine.FileMetrics))) != string(metrics) || string(readAll(t, filepath.Join(dir, engine.FileBest))) != "the best parameters" {
 		t.Fatal("the refused resume changed the run's files")
 	}
+	// The way out it names: --start-over trains again from iteration 0,
+	// the old record moved aside whole.
+	if so, se, code := mkbench(t, "run", "--resume", dir, "--start-over", "--quiet"); code != 0 {
+		t.Fatalf("--start-over (exit %d): %s%s", code, so, se)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "stopped-*"))
+	if len(aside) != 1 || string(readAll(t, filepath.Join(aside[0], engine.FileMetrics))) != string(metrics) ||
+		string(readAll(t, filepath.Join(aside[0], engine.FileBest))) != "the best parameters" {
+		t.Fatalf("the old record was not kept whole beside the new run: %v", aside)
+	}
+	if _, err := os.Stat(filepath.Join(dir, engine.FileSummary)); err != nil {
+		t.Fatalf("the run started over did not finish: %v", err)
+	}
+	if _, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--start-over"); code == 0 || !strings.Contains(se, "--start-over applies to --resume DIR only") {
+		t.Fatalf("--start-over without --resume: exit %d, %q", code, se)
+	}
 }
 
 // A data folder whose name is not UTF-8 is legal: the run records it so

@@ -46,7 +46,7 @@ func newExpScreen(t Theme, opts Options, reg *expRegistry) *expScreen {
 		root = presets.RunsRoot()
 	}
 	k := newExpKeys()
-	lib, shipped := opts.models()
+	lib, shipped, _ := opts.models()
 	return &expScreen{theme: t, keys: k, dashKeys: newDashKeys(), opts: opts, root: root, reg: reg,
 		form: newExpForm(t, k, presets.All(), root, lib, shipped)}
 }

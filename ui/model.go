@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -50,17 +51,21 @@ type Options struct {
 
 // models is the library of Options.Models and its models. A library that
 // cannot be listed offers none: the workbench works without them, and
-// mkbench models says what is wrong.
-func (o Options) models() (models.Library, []models.Info) {
-	lib := models.Shipped()
+// mkbench models says what is wrong. A library with damaged models offers
+// the others, and damaged says which are left out and why.
+func (o Options) models() (lib models.Library, list []models.Info, damaged error) {
+	lib = models.Shipped()
 	if o.Models != nil {
 		lib = *o.Models
 	}
 	list, err := lib.List()
-	if err != nil {
-		return lib, nil
+	if errors.Is(err, models.ErrDamaged) {
+		return lib, list, err
 	}
-	return lib, list
+	if err != nil {
+		return lib, nil, nil
+	}
+	return lib, list, nil
 }
 
 // screen is the root model's state: which screen shows.
@@ -125,11 +130,14 @@ func New(opts Options) Model {
 	if root == "" {
 		root = presets.RunsRoot()
 	}
-	_, shipped := opts.models()
+	_, shipped, damaged := opts.models()
 	m := Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All(), shipped),
 		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), folder: newFolderPrompt(t, sess.Overrides),
 		help: newHelpOverlay(t), sess: sess, exps: reg}
 	m.picker.askFolder = opts.Data == ""
+	if damaged != nil {
+		m.picker.err = firstLine(damaged.Error())
+	}
 	if opts.Sweep != "" {
 		m.screen, m.sweep.direct = screenSweep, true
 		m.sweep.watch(opts.Sweep) // Init reads it
@@ -417,7 +425,7 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 // root (kept as it is when it holds the model already; an earlier model
 // there is moved aside, which the opened run's note says) and opens it.
 func (m Model) openModel(name string) tea.Cmd {
-	lib, _ := m.opts.models()
+	lib, _, _ := m.opts.models()
 	root := m.opts.Root
 	if root == "" {
 		root = presets.RunsRoot()
