@@ -228,9 +228,13 @@ func readCheckpointFile(path string) ([]byte, error) {
 				ErrBadCheckpoint, path, claim, size-checkpointHeader, damagedAdvice(path))
 		}
 	}
-	if avail := MachineMemory(); avail > 0 && uint64(size) > avail/3 {
-		return nil, fmt.Errorf("engine: %s is %s: reading it needs about %s, more than the %s this machine has available",
-			path, runfile.Size(size), runfile.Size(3*size), runfile.Size(int64(min(avail, math.MaxInt64))))
+	// A small file cannot strain the machine: its memory is asked (a read
+	// of /proc) only for a large one.
+	if size > 64<<20 {
+		if avail := MachineMemory(); avail > 0 && uint64(size) > avail/3 {
+			return nil, fmt.Errorf("engine: %s is %s: reading it needs about %s, more than the %s this machine has available",
+				path, runfile.Size(size), runfile.Size(3*size), runfile.Size(int64(min(avail, math.MaxInt64))))
+		}
 	}
 	data, err := runfile.ReadBounded(path, maxCheckpointFile)
 	if err != nil {
