@@ -11,12 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/mkbench/mkbench/engine/runfile"
 )
@@ -114,16 +111,6 @@ func readFileAtMost(p string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("datasets: %w", err)
 	}
 	return data, nil
-}
-
-// printablePath is p as messages show it: quoted, escapes and all, when it
-// holds bytes that are not printable UTF-8 (a file name can hold a
-// terminal's control sequences, or Latin-1 bytes), else as it is.
-func printablePath(p string) string {
-	if !utf8.ValidString(p) || strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return strconv.Quote(p)
-	}
-	return p
 }
 
 var errTooLarge = errors.New("larger than any Omniglot drawing")

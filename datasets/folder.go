@@ -43,7 +43,7 @@ type FolderOptions struct {
 // FolderNeed is what the episodes of one split of a folder need: Way
 // classes, each with Examples images (shots and queries).
 type FolderNeed struct {
-	Split         string // "train", "val", "test" or "all"
+	Split         string // "train", "val", "test" or "all"; other names are not checked
 	Way, Examples int
 }
 
@@ -129,7 +129,8 @@ func LoadFolder(dir string, opts FolderOptions) (*ImageSet, error) {
 }
 
 // checkFolderNeeds refuses a folder whose splits cannot give the episodes
-// needs asks for, from its listing alone.
+// needs asks for, from its listing alone. A split the folder has no
+// folder for has no classes.
 func checkFolderNeeds(dir string, layout folderLayoutOf, classes []ImageClass, needs []FolderNeed) error {
 	images := make(map[string]int, len(classes))
 	for _, c := range classes {
@@ -137,6 +138,9 @@ func checkFolderNeeds(dir string, layout folderLayoutOf, classes []ImageClass, n
 	}
 	for _, n := range needs {
 		names := layout.splits[n.Split]
+		if !slices.Contains(FolderSplits, n.Split) && n.Split != "all" {
+			continue // not a folder's split: Split will say so
+		}
 		if n.Split == "all" {
 			names = nil
 			for _, c := range classes {
@@ -144,11 +148,11 @@ func checkFolderNeeds(dir string, layout folderLayoutOf, classes []ImageClass, n
 			}
 		}
 		if len(names) < n.Way {
-			return fmt.Errorf("datasets: %s: %d-way episodes need %d classes, its %s split has %d; add class folders or lower way", printablePath(dir), n.Way, n.Way, n.Split, len(names))
+			return fmt.Errorf("datasets: %s: %d-way episodes need %d classes, its %s split has %d; add class folders or lower way", runfile.Printable(dir), n.Way, n.Way, n.Split, len(names))
 		}
 		for _, c := range names {
 			if images[c] < n.Examples {
-				return fmt.Errorf("datasets: %s: episodes need %d images a class (shots and queries), class %s of its %s split has %d; add images or lower shot or query", printablePath(dir), n.Examples, printablePath(c), n.Split, images[c])
+				return fmt.Errorf("datasets: %s: episodes need %d images a class (shots and queries), class %s of its %s split has %d; add images or lower shot or query", runfile.Printable(dir), n.Examples, runfile.Printable(c), n.Split, images[c])
 			}
 		}
 	}
@@ -260,7 +264,7 @@ func classImages(dir string) ([]string, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("datasets: class folder %s has no images (.png, .jpg, .jpeg); add some or remove the folder", printablePath(dir))
+		return nil, fmt.Errorf("datasets: class folder %s has no images (.png, .jpg, .jpeg); add some or remove the folder", runfile.Printable(dir))
 	}
 	return out, nil
 }

@@ -68,6 +68,7 @@ func TestFolderNeedsCheckedBeforeDecoding(t *testing.T) {
 		{[]FolderNeed{{Split: "train", Way: 5, Examples: 2}}, "5-way episodes need 5 classes, its train split has 2; add class folders or lower way"},
 		{[]FolderNeed{{Split: "all", Way: 5, Examples: 2}}, "5-way episodes need 5 classes, its all split has 4"},
 		{[]FolderNeed{{Split: "all", Way: 3, Examples: 7}}, "episodes need 7 images a class (shots and queries), class class"},
+		{[]FolderNeed{{Split: "trainval", Way: 9}, {Split: "test", Way: 1, Examples: 6}}, "episodes need 6 images a class (shots and queries), class class"},
 	}
 	for _, c := range cases {
 		opts := base
@@ -80,8 +81,19 @@ func TestFolderNeedsCheckedBeforeDecoding(t *testing.T) {
 	if *decodes != 0 {
 		t.Fatalf("%d images decoded before the folder was refused", *decodes)
 	}
-	// Needs that the folder meets leave the load to find the giant.
+	// A split without a folder has no classes.
+	split := t.TempDir()
+	writeFolder(t, split, "train", 3, 2)
 	opts := base
+	opts.Need = []FolderNeed{{Split: "test", Way: 2, Examples: 2}}
+	if _, err := loadWithin(t, split, opts); err == nil || !strings.Contains(err.Error(), "its test split has 0") {
+		t.Errorf("no test folder: error %v", err)
+	}
+	if *decodes != 0 {
+		t.Fatalf("%d images decoded before the folder was refused", *decodes)
+	}
+	// Needs that the folder meets leave the load to find the giant.
+	opts = base
 	opts.Need = []FolderNeed{{Split: "all", Way: 4, Examples: 5}}
 	_, err := loadWithin(t, dir, opts)
 	if err == nil || !strings.Contains(err.Error(), "giant.png: a 8192×8192 PNG would take 513.3 MB to decode, more than the 192.0 MB") {
@@ -128,9 +140,9 @@ func TestFolderRefusesFilesThatAreNotImages(t *testing.T) {
 	}
 }
 
-// A file name may hold any bytes but / and NUL: messages quote one that is
-// not printable UTF-8, so a name cannot send control sequences to the
-// terminal.
+// A file name may hold any bytes but / and NUL: messages escape those
+// that are not printable UTF-8, so a name cannot send control sequences to
+// the terminal.
 func TestFolderQuotesUnprintableNames(t *testing.T) {
 	dir := t.TempDir()
 	writeFolder(t, dir, "", 2, 3)
@@ -141,7 +153,7 @@ func TestFolderQuotesUnprintableNames(t *testing.T) {
 		t.Fatal("loaded")
 	}
 	msg := err.Error()
-	if strings.ContainsAny(msg, "\x1b\x07") || !strings.Contains(msg, `\xff\x1b[2J\x1b]0;owned\a.png"`) {
+	if strings.ContainsAny(msg, "\x1b\x07") || !strings.Contains(msg, `\xff\x1b[2J\x1b]0;owned\x07.png`) {
 		t.Fatalf("error %q", msg)
 	}
 }

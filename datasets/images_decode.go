@@ -266,8 +266,9 @@ func fileKind(m fs.FileMode) string {
 	return "not a plain file"
 }
 
-// imageFile is the drawingFile of the image file p, named in messages by
-// printablePath(p).
+// imageFile is the drawingFile of the image file p, named in messages as
+// runfile.Printable shows it (a file name can hold a terminal's control
+// sequences, or bytes that are not UTF-8).
 func imageFile(p string) drawingFile {
-	return drawingFile{label: printablePath(p), path: p}
+	return drawingFile{label: runfile.Printable(p), path: p}
 }
