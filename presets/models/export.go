@@ -45,8 +45,8 @@ func (e *ExistsError) Error() string {
 // holds already is refused (*ExistsError) unless force; note says what
 // became of a replaced model.
 func Export(runDir, dst, name string, force bool, settings []string, adjust func(*engine.Config), evaluate func(*engine.Checkpoint) (engine.EvalResult, error)) (info Info, note string, err error) {
-	if name == "" || name != filepath.Base(name) || name[0] == '.' {
-		return info, "", fmt.Errorf("models: %q is not a model name (a plain folder name)", name)
+	if err := checkName(name); err != nil {
+		return info, "", err
 	}
 	dir := filepath.Join(dst, name)
 	if _, err := os.Lstat(dir); err == nil && !force {

@@ -134,8 +134,21 @@ func (l Library) List() ([]Info, error) {
 	return out, nil
 }
 
+// checkName refuses a name that is not a plain folder name: a path
+// (a/b, ../x, /etc) would reach outside the library, and a hidden name is
+// an export in progress (.NAME.tmp-*).
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) || name[0] == '.' || !fs.ValidPath(name) {
+		return fmt.Errorf("models: %q is not a model name (a plain folder name, such as omniglot-5w1s; mkbench models lists them)", name)
+	}
+	return nil
+}
+
 func (l Library) info(name string) (Info, error) {
 	var info Info
+	if err := checkName(name); err != nil {
+		return info, err
+	}
 	b, err := runfile.ReadFSBounded(l.fsys, path.Join(name, FileInfo), runfile.MaxSmallJSON)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, serr := fs.Stat(l.fsys, name); serr != nil {

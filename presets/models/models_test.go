@@ -30,6 +30,15 @@ func TestLibraryList(t *testing.T) {
 	if _, _, err := Dir(dir).Open("zz"); !errors.Is(err, ErrNoModel) {
 		t.Errorf("a missing model: %v", err)
 	}
+	// A path given as a name is refused as one, in both libraries (the
+	// file systems' own "invalid argument" said nothing of the cause).
+	for _, name := range []string{"../a", "/etc", ".", "..", "a/b", `a\b`, ".a", ""} {
+		for _, lib := range []Library{Dir(dir), Shipped()} {
+			if _, _, err := lib.Open(name); err == nil || !strings.Contains(err.Error(), "is not a model name") {
+				t.Errorf("Open(%q) in %s: %v", name, lib.where, err)
+			}
+		}
+	}
 	os.WriteFile(filepath.Join(dir, "a", FileInfo), []byte(`{"name":"b"}`), 0o644)
 	if _, err := Dir(dir).List(); err == nil || !strings.Contains(err.Error(), "a/model.json") {
 		t.Errorf("a misnamed model.json: %v", err)
