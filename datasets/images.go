@@ -20,7 +20,9 @@ type ImageOptions struct {
 	// NoCache decodes every time and writes no cache file.
 	NoCache bool
 	// Workers is the number of decoding goroutines; 0 means GOMAXPROCS.
-	// The result does not depend on it.
+	// The result does not depend on it, nor does the memory the decodes
+	// take, which they share under a bound of their own (see the
+	// package's Image memory).
 	Workers int
 	// Side is the height and width images are resized to; 0 means the
 	// paper's (84 for miniImageNet and DomainNet). CIFAR-FS images are
