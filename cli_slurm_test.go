@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,4 +230,43 @@ func TestSlurmTimeLimitRequeues(t *testing.T) {
 		t.Fatalf("local sweep: %s%s", o, e)
 	}
 	sameUnitFiles(t, dir, local)
+}
+
+// TestSlurmWorkerKilledIsFailed: an array task's worker killed with
+// SIGKILL (as the out-of-memory killer does) leaves a unit that says
+// failed, naming the worker, its Slurm job and the iteration, beside
+// Slurm's own state of the task; not pending.
+func TestSlurmWorkerKilledIsFailed(t *testing.T) {
+	needSlurm(t)
+	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [vrf]\nseeds: [6]\niters: 1000000\neval_tasks: 10\ngrid:\n  checkpoint_sec: [1]\n")
+	dir := filepath.Join(t.TempDir(), "slurmkill")
+	if o, e, c := mkbench(t, "sweep", "run", file, "--out", dir, "--engine", "slurm"); c != 0 {
+		t.Fatalf("sweep run (exit %d): %s%s", c, o, e)
+	}
+	t.Cleanup(func() { exec.Command("scancel", "--name=mkbench-slurmkill").Run() })
+	var pid int
+	waitFor(t, 2*time.Minute, "the unit running with a checkpoint", func() bool {
+		u := sweepStatus(t, dir).Units[0]
+		ck, err := engine.LoadCheckpoint(filepath.Join(dir, u.Dir, engine.FileCheckpoint))
+		if u.State == sweep.StateRunning && u.Owner != nil && err == nil && ck.Iter > 0 {
+			pid = u.Owner.PID
+			return true
+		}
+		return false
+	})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var u sweep.UnitStatus
+	waitFor(t, time.Minute, "the unit to leave Slurm's hold", func() bool {
+		u = sweepStatus(t, dir).Units[0]
+		return !u.Queued && u.State != sweep.StateRunning
+	})
+	if u.State != sweep.StateFailed || !u.Died || !strings.Contains(u.Error, fmt.Sprintf("worker pid %d", pid)) || !strings.Contains(u.Error, "(Slurm job ") || !strings.Contains(u.Error, "at iteration") {
+		t.Errorf("after the kill: state %s, slurm %q, error %q", u.State, u.Slurm, u.Error)
+	}
+	o, _, _ := mkbench(t, "sweep", "status", dir)
+	if !strings.Contains(o, "0 pending, 1 failed") || !strings.Contains(o, "died") {
+		t.Errorf("status:\n%s", o)
+	}
 }
