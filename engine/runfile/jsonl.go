@@ -32,7 +32,7 @@ func OpenLog(path string, keepThrough int, perm os.FileMode) (*Log, error) {
 			return nil, err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, perm)
+	f, err := OpenOwn(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, perm)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}

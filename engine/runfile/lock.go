@@ -82,7 +82,7 @@ func Lock(dir string) (*DirLock, error) {
 func lockFile(dir string) (*DirLock, error) {
 	path := filepath.Join(dir, FileLock)
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		f, err := OpenOwn(path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("cannot open the lock of %s: %w", dir, err)
 		}
@@ -203,7 +203,7 @@ func (l *DirLock) Release() error {
 // file is not held.
 func Held(dir string) (bool, Owner, error) {
 	path := filepath.Join(dir, FileLock)
-	f, err := os.Open(path)
+	f, err := OpenOwn(path, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, Owner{}, nil
 	}
