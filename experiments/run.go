@@ -161,8 +161,12 @@ func (r *Runner) runJob(ctx context.Context, i, n int, j job, o Options, p prese
 	return nil
 }
 
-// budget is the training-time budget of every run of o (0: none).
-func budget(o Options) time.Duration { return time.Duration(o.Minutes * float64(time.Minute)) }
+// budget is the training-time budget of every run of o (0: none);
+// Normalize refused a Minutes it cannot be.
+func budget(o Options) time.Duration {
+	d, _ := engine.MinutesBudget(o.Minutes)
+	return d
+}
 
 // train runs one engine training job, reusing a finished run and resuming
 // an interrupted one.
