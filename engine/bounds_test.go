@@ -259,6 +259,19 @@ func TestNonFiniteCheckpointEvaluation(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	oneLine(t, err)
+
+	// Finite parameters whose values overflow inside the graph: the op's
+	// problem, in evaluation's words.
+	for _, p := range m.Params.List {
+		for i := range p.Data {
+			p.Data[i] = 1e300
+		}
+	}
+	_, err = m.Evaluate(ck.Config.EvalTasks, ck.Config.EvalQuery, ck.Config.EvalSamples, 1)
+	if err == nil || !strings.HasPrefix(err.Error(), "engine: evaluation failed: ") {
+		t.Fatalf("got %v", err)
+	}
+	oneLine(t, err)
 }
 
 // An evaluation asked for more tasks than Validate allows (a flag, not a
