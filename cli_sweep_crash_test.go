@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -126,5 +127,21 @@ func TestSweepResumeRetriesFailedOnlyWhenAsked(t *testing.T) {
 	o, e, c = mkbench(t, "sweep", "resume", dir, "--retry-failed")
 	if c != 1 || starts() != n+1 {
 		t.Errorf("resume --retry-failed (exit %d) started the failed unit %d times: %s%s", c, starts()-n, o, e)
+	}
+}
+
+// TestSweepRunRefusesUnitOverMemory: a sweep whose unit needs more memory
+// than this machine has is refused in one line before any unit starts and
+// before a sweep directory is made, rather than unit by unit as each
+// worker starts.
+func TestSweepRunRefusesUnitOverMemory(t *testing.T) {
+	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [vrf]\niters: 100\ngrid:\n  bases: [64, 65536]\n  meta_batch: [65536]\n  query: [1000]\n")
+	dir := filepath.Join(t.TempDir(), "sw")
+	o, e, c := mkbench(t, "sweep", "run", file, "--out", dir)
+	if c != 1 || !strings.Contains(e, "needs about") || !strings.Contains(e, "no unit was started") || strings.Count(e, "\n") != 1 {
+		t.Errorf("exit %d: %s%s", c, o, e)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Error("a refused sweep left its directory")
 	}
 }

@@ -241,16 +241,24 @@ func cmdSweepRun(file string, args []string, stdout, stderr *os.File) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
+	m := sweep.Manifest{File: f, Units: f.Units(), Data: runfile.AbsOrEmpty(*data), Engine: *engineName}
+	if m.Binary, err = selfPath(); err != nil {
+		return fail(stderr, err)
+	}
+	// Refused before a sweep directory is made: nothing is left behind.
+	all := make([]int, len(m.Units))
+	for i := range all {
+		all[i] = i
+	}
+	if err := checkUnits(m, *engineName, all); err != nil {
+		return fail(stderr, err)
+	}
 	dir := *out
 	if dir == "" {
 		stem := sweep.SafeName(strings.TrimSuffix(filepath.Base(file), filepath.Ext(file)))
 		if dir, err = presets.NewSweepDir(presets.RunsRoot(), stem, time.Now()); err != nil {
 			return fail(stderr, err)
 		}
-	}
-	m := sweep.Manifest{File: f, Units: f.Units(), Data: runfile.AbsOrEmpty(*data), Engine: *engineName}
-	if m.Binary, err = selfPath(); err != nil {
-		return fail(stderr, err)
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return fail(stderr, err)

@@ -48,7 +48,9 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		fmt.Fprintf(stderr, "mkbench: note: %d units failed for good and are not run again (%s); after fixing the cause: mkbench sweep resume %s --retry-failed\n",
 			len(failed), strings.Join(failed, ", "), dir)
 	}
-	if err := checkUnits(dir, engineName, todo); err != nil {
+	if m, err := sweep.Load(dir); err != nil {
+		return fail(stderr, err), false
+	} else if err := checkUnits(m, engineName, todo); err != nil {
 		return fail(stderr, err), false
 	}
 	// The workers run this build, wherever the sweep was started from.
@@ -115,11 +117,7 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 // unit, rather than a failure per unit after others have run. A Slurm
 // node's memory is the cluster's, so there only the settings are checked
 // here; each worker checks its memory as it starts.
-func checkUnits(dir, engineName string, todo []int) error {
-	m, err := sweep.Load(dir)
-	if err != nil {
-		return err
-	}
+func checkUnits(m sweep.Manifest, engineName string, todo []int) error {
 	baselines := experiments.DefaultBaselines()
 	for _, i := range todo {
 		u := m.Units[i]
