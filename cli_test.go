@@ -74,6 +74,7 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"run", "--resume", dir}, "is not a run directory"},
 		{[]string{"run", "--resume", dir, "--seed", "3"}, "cannot be changed when resuming"},
 		{[]string{"eval"}, "give --run DIR (a run directory) or --model NAME"},
+		{[]string{"eval", "--model", "omniglot-5w1s", "--eval-tasks", "100000000000"}, "eval_tasks must be at most 1048576"},
 		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},
 		{[]string{"tui", "--iters", "0"}, "--iters must be positive"},
 		{[]string{"tui", "--preset", "sine-7shot"}, `unknown preset "sine-7shot"`},

@@ -119,11 +119,15 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		// so its queries follow.
 		c.EvalQuery, c.Query = *query, *query
 	}
+	if set["eval-tasks"] {
+		// Bounded and counted in the memory estimate as the run's own.
+		c.EvalTasks = *tasks
+	}
 	if err := c.Validate(); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
 	if err := presets.CheckMemory(*run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
-		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query", "eval_support_shift": "--support-shift"}); err != nil {
+		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query", "eval_support_shift": "--support-shift", "eval_tasks": "--eval-tasks"}); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
 	if set["test-sources"] {
@@ -158,9 +162,6 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		srcs.Test, srcs.TestBy = srcs.Val, nil
 	}
 	n := c.EvalTasks
-	if set["eval-tasks"] {
-		n = *tasks
-	}
 	if *folder != "" {
 		srcs.TestBy = nil // the folder's classes, not the run's sources
 	}

@@ -84,7 +84,7 @@ func ReadRunConfig(dir string) (RunConfig, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return rc, fmt.Errorf("engine: %s is not a run directory: it has neither %s nor %s", dir, FileCheckpoint, FileConfig)
 		}
-		return rc, fmt.Errorf("engine: reading %s: %w", path, err)
+		return rc, fmt.Errorf("engine: %w", err) // it names the file
 	}
 	if err := json.Unmarshal(data, &rc); err != nil {
 		return rc, fmt.Errorf("engine: %s is damaged (%v) and there is no checkpoint: nothing to resume; start a new run", path, err)
@@ -102,7 +102,7 @@ func ReadSummary(dir string) (*Summary, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("engine: reading %s: %w", path, err)
+		return nil, fmt.Errorf("engine: %w", err) // it names the file
 	}
 	var sum Summary
 	if err := json.Unmarshal(data, &sum); err != nil {
