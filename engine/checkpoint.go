@@ -329,7 +329,7 @@ func (c *Checkpoint) Model(src task.Source) (*Model, error) {
 // checkpoint.gob ("last"). note, when not empty, says why the choice is
 // not the one summary.json made: best.gob is missing, so the last
 // checkpoint stands in and the number will differ. A damaged file is an
-// error naming it, never a silent fallback. Hold LockRun while using it.
+// error naming it, never a silent fallback. Hold LockRunToRead while using it.
 func LoadEvalCheckpoint(dir string) (ck *Checkpoint, which, note string, err error) {
 	bestPath, lastPath := filepath.Join(dir, FileBest), filepath.Join(dir, FileCheckpoint)
 	if _, serr := os.Stat(bestPath); serr == nil {

@@ -2,6 +2,7 @@ package presets
 
 import (
 	"github.com/mkbench/mkbench/engine"
+	"strings"
 )
 
 // EvaluateModel evaluates checkpoint ck's model, with the config it holds,
@@ -34,12 +35,15 @@ func EvaluateModel(ck *engine.Checkpoint, srcs Sources, n int, progress func(don
 // the data folder the run recorded (or data, when it recorded none).
 // progress is as EvaluateModel's.
 func EvaluateRun(dir, data string, progress func(done, total int)) (res engine.EvalResult, note string, err error) {
-	lock, err := engine.LockRun(dir)
+	lock, roNote, err := engine.LockRunToRead(dir)
 	if err != nil {
 		return res, "", err
 	}
 	defer lock.Release()
 	ck, _, note, err := engine.LoadEvalCheckpoint(dir)
+	if roNote != "" {
+		note = strings.TrimPrefix(strings.Join([]string{note, roNote}, "; "), "; ")
+	}
 	if err != nil {
 		return res, note, err
 	}
