@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -262,6 +263,11 @@ func (p parser) grid(n *yaml.Node, f *File) error {
 			} else if it.Kind != yaml.ScalarNode {
 				return p.at(it, where, fmt.Errorf("want a value, not a %s", kindName(it)))
 			}
+			// A value is shown on terminals and in results.md: it may not
+			// carry control characters that would act on them.
+			if runfile.Printable(val) != val {
+				return p.at(it, where, fmt.Errorf("%s: a value may not hold control characters, direction overrides or bytes that are not UTF-8", runfile.Printable(val)))
+			}
 			set := key + "=" + val
 			_, parsed, err := presets.ParseSet(set)
 			if err != nil {
@@ -369,6 +375,32 @@ var sbatchOwned = []string{"array", "job-name", "requeue", "no-requeue", "signal
 	"chdir", "export", "export-file", "get-user-env", "wrap", "container", "container-id", "bb", "bbf", "uid", "gid", "parsable"}
 
 var sbatchOwnedShort = "aJoeiD"
+
+// check refuses Slurm settings the parser would refuse: sweep.json, which
+// a sweep directory handed over brings, is read without the parser, and
+// each field is written raw on an #SBATCH line of a script bash runs.
+func (s Slurm) check() error {
+	for _, w := range []struct {
+		key, v string
+		re     *regexp.Regexp
+	}{{"partition", s.Partition, slurmWord}, {"account", s.Account, slurmWord}, {"qos", s.QOS, slurmWord}, {"time", s.Time, slurmTime}, {"mem", s.Mem, slurmMem}} {
+		if w.v != "" && !w.re.MatchString(w.v) {
+			return fmt.Errorf("slurm.%s %q is not one", w.key, w.v)
+		}
+	}
+	if s.CPUsPerTask < 0 || s.MaxParallel < 0 {
+		return errors.New("slurm.cpus_per_task or max_parallel is negative")
+	}
+	for _, e := range s.Extra {
+		if !strings.HasPrefix(e, "-") || strings.ContainsFunc(e, unicode.IsControl) {
+			return fmt.Errorf("slurm.extra %q is not an sbatch option", e)
+		}
+		if err := checkExtra(e); err != nil {
+			return fmt.Errorf("slurm.extra: %w", err)
+		}
+	}
+	return nil
+}
 
 // checkExtra refuses an extra sbatch line that gives an option mkbench
 // owns, naming it.

@@ -127,6 +127,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"bad value in range", "presets: [sine-5shot]\ngrid:\n  bases: [0]\n", "s.yaml:3: grid.bases:"},
 		{"eval_tasks past its bound", "presets: [sine-5shot]\neval_tasks: 100000000000\n", "s.yaml:2: eval_tasks: sine-5shot, variant metakernel: engine: invalid config: eval_tasks must be at most"},
 		{"a grid of 10^12 units", "presets: [sine-5shot]\ngrid:\n" + axes(4, 1000), "more than 100000 units"},
+		{"a value that drives the terminal", "presets: [sine-5shot]\ngrid:\n  sources: [\"a\\e]0;x\\a\"]\n", "s.yaml:3: grid.sources: a\\x1b]0;x\\x07: a value may not hold control characters"},
 		{"duration of no time", "presets: [sine-5shot]\nminutes: 1e-12\n", "s.yaml:2: minutes: \"1e-12\" is not a duration in minutes (from 0.0167, one second"},
 		{"duration past time's range", "presets: [sine-5shot]\nminutes: 1e300\n", "s.yaml:2: minutes: \"1e300\""},
 		// A sweep file someone hands over must not write or run what

@@ -78,8 +78,11 @@ func Load(dir string) (Manifest, error) {
 		return m, fmt.Errorf("sweep: %s is damaged: it lists %d units, more than a sweep has (%d)", filepath.Join(dir, FileManifest), len(m.Units), MaxUnits)
 	}
 	dirs := make(map[string]int, len(m.Units))
+	if err := m.File.Slurm.check(); err != nil {
+		return m, fmt.Errorf("sweep: %s is damaged: %v", filepath.Join(dir, FileManifest), err)
+	}
 	for i, u := range m.Units {
-		if u.Index != i || u.Name == "" || !unitDirOK(u.Dir) {
+		if u.Index != i || u.Name == "" || !unitDirOK(u.Dir) || u.Name != filepath.Base(u.Dir) || !printable(u) {
 			return m, fmt.Errorf("sweep: %s is damaged: unit %d (%q) is malformed", filepath.Join(dir, FileManifest), i, u.Name)
 		}
 		// Two units in one directory would train over each other.
@@ -89,6 +92,18 @@ func Load(dir string) (Manifest, error) {
 		dirs[strings.ToLower(u.Dir)] = i
 	}
 	return m, nil
+}
+
+// printable reports whether every text of u shows on a terminal as it is
+// (runfile.Printable): status, the report and the workbench print them.
+func printable(u Unit) bool {
+	texts := append([]string{u.Name, u.Dir, u.Preset, u.Variant, u.Record}, u.Grid...)
+	for _, t := range append(texts, u.Set...) {
+		if runfile.Printable(t) != t {
+			return false
+		}
+	}
+	return true
 }
 
 // maxManifest bounds sweep.json: MaxUnits units of a few hundred bytes

@@ -108,11 +108,34 @@ func TestLoadRefusesHostileManifest(t *testing.T) {
 		bad := m
 		bad.Units = append([]Unit(nil), m.Units...)
 		bad.Units[0].Dir, bad.Units[1].Dir = c.dir0, c.dir1
+		bad.Units[0].Name, bad.Units[1].Name = filepath.Base(c.dir0), filepath.Base(c.dir1)
 		if err := runfile.WriteJSON(filepath.Join(dir, FileManifest), bad, runfile.Shared); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("units in %q and %q: %v", c.dir0, c.dir1, err)
+		}
+	}
+	// Nor write lines of its own into the job script bash runs, nor
+	// escape sequences onto a terminal.
+	for _, change := range []func(*Manifest){
+		func(b *Manifest) { b.File.Slurm.Partition = "main\nrm -rf ~" },
+		func(b *Manifest) { b.File.Slurm.Extra = []string{"--output=/home/u/.bashrc"} },
+		func(b *Manifest) { b.File.Slurm.Time = "1\n#SBATCH --export=LD_PRELOAD=/x.so" },
+		func(b *Manifest) { b.Units[0].Grid = []string{"sources=\x1b]0;pwned\x07"} },
+		func(b *Manifest) { b.Units[0].Name = "other" },
+	} {
+		bad := m
+		bad.Units = append([]Unit(nil), m.Units...)
+		change(&bad)
+		if err := runfile.WriteJSON(filepath.Join(dir, FileManifest), bad, runfile.Shared); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "is damaged") {
+			t.Errorf("%+v: %v", bad.File.Slurm, err)
+		}
+		if _, err := WriteScript(bad, dir, []int{0}); err == nil && bad.Units[0].Name != "other" && len(bad.Units[0].Grid) == 0 {
+			t.Errorf("a script was written for %+v", bad.File.Slurm)
 		}
 	}
 }

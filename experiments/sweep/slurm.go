@@ -113,6 +113,9 @@ func WriteScript(m Manifest, dir string, indices []int) (string, error) {
 	if strings.ContainsFunc(dir, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '"' || r == '\'' }) {
 		return "", fmt.Errorf("sweep: the slurm engine needs a sweep directory whose path has no spaces, quotes or control characters, not %s; choose another --out", strconv.Quote(dir))
 	}
+	if err := m.File.Slurm.check(); err != nil {
+		return "", fmt.Errorf("sweep: %w", err)
+	}
 	path := filepath.Join(dir, FileScript)
 	// Slurm opens the tasks' output files there, and fails a task whose
 	// folder is missing.
