@@ -238,3 +238,30 @@ func TestImageFileThatGrows(t *testing.T) {
 		t.Fatal("not the file")
 	}
 }
+
+// A cache file of the right name but swollen (here sparse, 2 GB) is
+// refused by its size, not read whole, and written again.
+func TestImageCacheSwollenNotRead(t *testing.T) {
+	dir, cache := t.TempDir(), t.TempDir()
+	writeFolder(t, dir, "", 3, 3)
+	opts := FolderOptions{ImageOptions: ImageOptions{Side: 8, CacheDir: cache}}
+	s, err := LoadFolder(dir, opts)
+	if err != nil || s.Info().CacheFile == "" || s.Info().CacheErr != nil {
+		t.Fatalf("%v %+v", err, s.Info())
+	}
+	want := s.pix
+	if err := os.Truncate(s.Info().CacheFile, 2<<30); err != nil {
+		t.Skip(err)
+	}
+	var again *ImageSet
+	got := allocated(func() { again, err = LoadFolder(dir, opts) })
+	if err != nil || again.Info().FromCache || !bytes.Equal(again.pix, want) {
+		t.Fatalf("error %v, from cache %v", err, again.Info().FromCache)
+	}
+	if got > 64<<20 {
+		t.Fatalf("loading allocated %d bytes", got)
+	}
+	if fi, err := os.Stat(s.Info().CacheFile); err != nil || fi.Size() >= 1<<20 {
+		t.Fatalf("cache file not rewritten: %v", err)
+	}
+}

@@ -1,9 +1,11 @@
 package datasets
 
 import (
+	"crypto/sha256"
 	"errors"
 	"io"
-	"os"
+
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // The image-set cache file, in the frame of cache.go:
@@ -32,7 +34,9 @@ var errBadImageCache = errors.New("datasets: image cache file is damaged")
 // and must equal job's: a loader lists its classes before decoding, so a
 // disagreement means a damaged or foreign file.
 func readImageCache(path string, job imageJob) (*ImageSet, error) {
-	data, err := os.ReadFile(path)
+	// The file job's set makes has a known size: anything larger, or not
+	// a regular file, is refused before it is read.
+	data, err := runfile.ReadBounded(path, imageCacheSize(job))
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +54,15 @@ func readImageCache(path string, job imageJob) (*ImageSet, error) {
 	}
 	s.family, s.title = job.family, job.title
 	return s, nil
+}
+
+// imageCacheSize is the length of the cache file of job's set.
+func imageCacheSize(job imageJob) int64 {
+	n := int64(imageCacheHead + sha256.Size)
+	for _, c := range job.classes {
+		n += 6 + int64(len(c.Name)) + int64(c.Images)*int64(job.side)*int64(job.side)*ImageChannels
+	}
+	return n
 }
 
 // decodeImageCache parses a cache file's bytes; every failure is
