@@ -59,7 +59,10 @@ var imageExts = []string{".png", ".jpg", ".jpeg"}
 // and divided by opts.Fractions; a class is named "<class>", or
 // "<split>/<class>" with split folders. An empty class folder, an image
 // that cannot be decoded, or a folder without classes is an error naming
-// the path.
+// the path; so are, before any image is decoded, a folder short of what
+// opts.Need asks and an image file that is not a regular file or is
+// larger than 64 MB, and an image whose decode would pass the budget of
+// the package's Image memory.
 func LoadFolder(dir string, opts FolderOptions) (*ImageSet, error) {
 	start := time.Now()
 	if opts.Side < 1 || opts.Side > 1024 {
