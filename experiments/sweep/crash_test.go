@@ -22,7 +22,12 @@ const envWorker = "MKBENCH_SWEEP_TEST_WORKER"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(envWorker); dir != "" {
-		if err := (&Worker{Dir: dir}).Work(context.Background(), 0); err != nil {
+		// The baseline variant maml stands for a unit whose training
+		// crashes the process.
+		w := &Worker{Dir: dir, Baselines: map[string]BaselineFunc{"maml": func(context.Context, Manifest, Unit, string) error {
+			panic("boom: index out of range [7] with length 7")
+		}}}
+		if err := w.Work(context.Background(), 0); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -203,5 +208,37 @@ func TestWorkerEndsWithItsCoordinator(t *testing.T) {
 	case <-ctx.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("a worker whose coordinator is gone was not stopped")
+	}
+}
+
+// TestLocalWorkerCrashSaysWhy: a worker process the Go runtime ends with
+// a panic is recorded by the local engine as died, with the panic's line.
+func TestLocalWorkerCrashSaysWhy(t *testing.T) {
+	f, err := ParseFile("t.yaml", []byte("presets: [sine-5shot]\nvariants: [maml]\n"), []string{"maml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := Create(dir, Manifest{File: f, Units: f.Units(), Engine: "local"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envWorker, dir)
+	var ended LocalEvent
+	l := &Local{Dir: dir, Binary: os.Args[0], Jobs: 1, Event: func(e LocalEvent) {
+		if e.Done {
+			ended = e
+		}
+	}}
+	unfinished, err := l.Run(context.Background(), []int{0})
+	if err != nil || len(unfinished) != 1 {
+		t.Fatalf("unfinished %v, error %v", unfinished, err)
+	}
+	const why = "died (exit status 2: panic: boom: index out of range [7] with length 7) at iteration 0"
+	if ended.Err == nil || !strings.Contains(ended.Err.Error(), why) {
+		t.Errorf("the engine's event: %v", ended.Err)
+	}
+	st, _ := ReadStatus(dir)
+	if u := st.Units[0]; u.State != StateFailed || u.Permanent || !strings.Contains(u.Error, why) {
+		t.Errorf("status %+v", u)
 	}
 }

@@ -163,6 +163,12 @@ func (l *Local) unit(ctx context.Context, u Unit, share int, log string) error {
 		}
 		return fmt.Errorf("worker pid %d died (%s) (see %s)", cmd.Process.Pid, how, log)
 	}
+	switch ee.ExitCode() {
+	case 130: // sweep work's status for a stop (ErrInterrupted)
+		return fmt.Errorf("stopped; its checkpoint is saved (see %s)", log)
+	case 3: // ErrCancelled
+		return fmt.Errorf("not started: the sweep was cancelled (see %s)", log)
+	}
 	return fmt.Errorf("exit status %d (see %s)", ee.ExitCode(), log)
 }
 

@@ -69,7 +69,7 @@ type Worker struct {
 // its start in starts.jsonl and its end in ends.jsonl, so one that dies
 // without a word shows as died (UnitOf); after maxDeaths such deaths in a
 // row the unit is failed for good.
-func (w *Worker) Work(ctx context.Context, index int) (err error) {
+func (w *Worker) Work(ctx context.Context, index int) error {
 	m, err := Load(w.Dir)
 	if err != nil {
 		return err
@@ -108,7 +108,15 @@ func (w *Worker) Work(ctx context.Context, index int) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { w.recordEnd(dir, row, err) }()
+	// Not deferred: a panic that ends the process must leave no end, so
+	// the unit shows its worker died.
+	err = w.started(ctx, m, u, dir, iter)
+	w.recordEnd(dir, row, err)
+	return err
+}
+
+// started runs unit u once its start is recorded, from iteration iter.
+func (w *Worker) started(ctx context.Context, m Manifest, u Unit, dir string, iter int) error {
 	if h := readHistory(dir); h.stalled >= maxStalls {
 		return w.fail(dir, u, fmt.Errorf("started %d times in a row at iteration %d without saving a later checkpoint (is the time limit shorter than the first checkpoint, or does the node die at start?)", h.stalled, iter), iter, true)
 	}
