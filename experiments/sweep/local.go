@@ -66,6 +66,9 @@ func (l *Local) Run(ctx context.Context, indices []int) ([]int, error) {
 	if err := os.MkdirAll(filepath.Join(l.Dir, DirLogs), 0o755); err != nil {
 		return nil, err
 	}
+	if err := notLinked(filepath.Join(l.Dir, DirLogs)); err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	var unfinished []int
 	todo := make(chan int)
@@ -128,7 +131,7 @@ const EnvParent = "MKBENCH_SWEEP_PARENT"
 // output appended to log. A worker that dies (a signal, a Go crash) is
 // recorded in the unit's failed.json with what killed it.
 func (l *Local) unit(ctx context.Context, u Unit, share int, log string) error {
-	out, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := runfile.OpenOwn(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -137,5 +138,27 @@ func TestLoadRefusesHostileManifest(t *testing.T) {
 		if _, err := WriteScript(bad, dir, []int{0}); err == nil && bad.Units[0].Name != "other" && len(bad.Units[0].Grid) == 0 {
 			t.Errorf("a script was written for %+v", bad.File.Slurm)
 		}
+	}
+}
+
+// TestLinkedFoldersAreRefused: a sweep directory handed over whose units/
+// or logs/ is a link to a folder of the user's has nothing written there.
+func TestLinkedFoldersAreRefused(t *testing.T) {
+	dir, _ := newSweep(t, smallSweep)
+	victim := t.TempDir()
+	if err := os.Symlink(victim, filepath.Join(dir, DirUnits)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, DirLogs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Worker{Dir: dir}).Work(context.Background(), 0); !errors.Is(err, runfile.ErrSymlink) {
+		t.Errorf("worker: %v", err)
+	}
+	if _, err := (&Local{Dir: dir, Binary: os.Args[0]}).Run(context.Background(), []int{0}); !errors.Is(err, runfile.ErrSymlink) {
+		t.Errorf("local engine: %v", err)
+	}
+	if entries, _ := os.ReadDir(victim); len(entries) != 0 {
+		t.Errorf("%d files written beyond the link", len(entries))
 	}
 }

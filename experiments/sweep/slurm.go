@@ -122,6 +122,9 @@ func WriteScript(m Manifest, dir string, indices []int) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, DirLogs), 0o755); err != nil {
 		return "", err
 	}
+	if err := notLinked(filepath.Join(dir, DirLogs), path); err != nil {
+		return "", err
+	}
 	return path, runfile.WriteAtomic(path, []byte(Script(m, dir, indices)), 0o755)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,6 +83,9 @@ func (w *Worker) Work(ctx context.Context, index int) error {
 	}
 	u := m.Units[index]
 	dir := filepath.Join(w.Dir, u.Dir)
+	if err := notLinked(filepath.Dir(dir), dir); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrFailed, u.Name, err) // no failed.json: it would land beyond the link
+	}
 	lock, err := w.lock(ctx, dir)
 	if err != nil {
 		return err
@@ -266,6 +270,19 @@ func (w *Worker) logf(format string, args ...any) {
 	if w.Log != nil {
 		fmt.Fprintf(w.Log, time.Now().Format("15:04:05")+" "+format+"\n", args...)
 	}
+}
+
+// notLinked refuses a folder of the sweep that is a symbolic link: a
+// sweep directory handed over could link units/NAME or logs to a folder
+// of the user's, whose files a worker would then write. A missing folder
+// is fine; it is made as a folder.
+func notLinked(paths ...string) error {
+	for _, p := range paths {
+		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("sweep: %s %w; a sweep writes only in folders of its own and does not follow links: remove the link", p, runfile.ErrSymlink)
+		}
+	}
+	return nil
 }
 
 func exists(path string) bool {
