@@ -416,7 +416,8 @@ func folderSources(dir, split, family string, c engine.Config) (presets.Sources,
 	if h != w {
 		return presets.Sources{}, fmt.Errorf("eval: the model takes %d×%d images; --folder reads square ones", h, w)
 	}
-	set, err := datasets.LoadFolder(dir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: h}, SplitSeed: 1})
+	set, err := datasets.LoadFolder(dir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: h}, SplitSeed: 1,
+		Need: []datasets.FolderNeed{{Split: split, Way: c.Way, Examples: c.Shot + c.EvalQuery}}})
 	if err != nil {
 		return presets.Sources{}, err
 	}

@@ -101,3 +101,20 @@ func TestFolderPresetAndCrossDomainEval(t *testing.T) {
 		}
 	}
 }
+
+// A folder too small for its episodes is refused for that, from its
+// listing, before any image is decoded: the broken image in it is never
+// reached (decoding first took minutes on a large folder, then refused).
+func TestFolderTooSmallRefusedBeforeDecoding(t *testing.T) {
+	data := t.TempDir()
+	writeShapes(t, data, 3, 6, true)
+	os.WriteFile(filepath.Join(data, "shape00", "broken.png"), []byte("not a png"), 0o644)
+	_, se, code := mkbench(t, "run", "--preset", "folder-5w1s", "--data", data, "--iters", "2", "--out", filepath.Join(t.TempDir(), "r"), "--quiet")
+	if code == 0 || !strings.Contains(se, "5-way episodes need 5 classes") || strings.Contains(se, "broken.png") {
+		t.Fatalf("exit %d, %q: want the class count refused before any decode", code, se)
+	}
+	// eval --folder checks the split it evaluates on the same way.
+	if _, se, code := mkbench(t, "eval", "--model", "omniglot-5w1s", "--folder", data, "--split", "all"); code == 0 || !strings.Contains(se, "5-way episodes need 5 classes") {
+		t.Fatalf("eval --folder: exit %d, %q", code, se)
+	}
+}

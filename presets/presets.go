@@ -268,7 +268,16 @@ func newSources(name string, cfg engine.Config, dataDir string) (Sources, error)
 		if !ok || h != w {
 			return Sources{}, errors.New("the folder family needs a square image input (set image_size)")
 		}
-		set, err := datasets.LoadFolder(dataDir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: h}, SplitSeed: 1})
+		// What the episodes need of each split, checked on the folder's
+		// listing before an image is decoded (a folder without validation
+		// classes trains without validation, so val needs nothing).
+		var need []datasets.FolderNeed
+		for _, sp := range splitShapes(cfg, &Sources{}) {
+			if sp.name != "val" {
+				need = append(need, datasets.FolderNeed{Split: sp.name, Way: sp.way, Examples: sp.shot + sp.query})
+			}
+		}
+		set, err := datasets.LoadFolder(dataDir, datasets.FolderOptions{ImageOptions: datasets.ImageOptions{Side: h}, SplitSeed: 1, Need: need})
 		if errors.Is(err, datasets.ErrNoFolder) {
 			return Sources{}, fmt.Errorf("%w; point --data at a folder holding one folder of images per class", err)
 		}

@@ -327,7 +327,7 @@ func TestSameSecondRunsGetTheirOwnDirectories(t *testing.T) {
 // allocated or made on disk.
 func TestStartRefusesWhatCannotFit(t *testing.T) {
 	s := newTestSession(t, 5)
-	s.Overrides = s.Overrides.With("bases", 100_000_000)
+	s.Overrides = s.Overrides.With("bases", 60_000).With("meta_batch", 60_000) // each within its ceiling, together far past the machine
 	_, err := s.Start("metakernel", 0)
 	if err == nil || !strings.Contains(err.Error(), "needs about") || !strings.Contains(err.Error(), "bases") {
 		t.Fatalf("want a memory refusal naming bases, got %v", err)
