@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"io"
 	"os"
 	"path/filepath"
@@ -149,7 +150,7 @@ func readCIFARFolder(folder string, python bool) (*cifar100, error) {
 // readCIFARTar reads the needed members of a downloaded archive; members
 // are named cifar-100-python/train etc. as in the original archives.
 func readCIFARTar(path string, python bool) (*cifar100, error) {
-	f, err := os.Open(path)
+	f, err := runfile.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: %w", err)
 	}

@@ -4,9 +4,9 @@ import (
 	"archive/zip"
 	"encoding/binary"
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -520,7 +520,7 @@ func readNpz(zr *zip.Reader, limit int64) (map[string]*npArray, []string, error)
 
 // readNpzFile opens and reads an .npz file; errors name it.
 func readNpzFile(path string) (map[string]*npArray, []string, error) {
-	f, err := os.Open(path)
+	f, err := runfile.OpenRegular(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("datasets: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"crypto/sha256"
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"io"
 	"io/fs"
 	"os"
@@ -64,7 +65,7 @@ func (s *omniglotSource) close() {
 // milliseconds) because the hash is the cache key: anything cheaper, like
 // size and modification time, would trust a cache across an edited zip.
 func (s *omniglotSource) openZip() error {
-	f, err := os.Open(s.path)
+	f, err := runfile.OpenRegular(s.path)
 	if err != nil {
 		return fmt.Errorf("datasets: %w", err)
 	}
@@ -222,7 +223,7 @@ func zipEntryReader(where string, f *zip.File) func() ([]byte, error) {
 
 func folderFileReader(p string) func() ([]byte, error) {
 	return func() ([]byte, error) {
-		f, err := os.Open(p)
+		f, err := runfile.OpenRegular(p)
 		if err != nil {
 			return nil, fmt.Errorf("datasets: %w", err)
 		}

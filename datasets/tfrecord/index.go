@@ -3,8 +3,8 @@ package tfrecord
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"io"
-	"os"
 )
 
 // Span locates one record's data in a file: the record starts at Offset
@@ -22,7 +22,7 @@ type Span struct {
 // record by record (ReadAt) when a record is needed, its data CRC checked
 // then. Errors are *Error, as Reader's.
 func Index(path string) ([]Span, error) {
-	f, err := os.Open(path)
+	f, err := runfile.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"hash/crc32"
 	"io"
 	"os"
@@ -245,7 +246,7 @@ func ReadFile(path string) ([][]byte, error) {
 // Scan stops at the first error, from the file or from fn, and returns it
 // unchanged; records before a damaged one have already been passed to fn.
 func Scan(path string, fn func(i int, rec []byte) error) error {
-	f, err := os.Open(path)
+	f, err := runfile.OpenRegular(path)
 	if err != nil {
 		return err
 	}

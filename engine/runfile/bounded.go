@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 )
 
 // Ceilings of the files mkbench reads back, each far above what mkbench
@@ -59,13 +58,7 @@ func Size(n int64) string {
 // anything but a regular file (a FIFO, a device, a directory) is refused,
 // since reading it could block or never end.
 func ReadBounded(path string, max int64) ([]byte, error) {
-	// Stat before opening: opening a FIFO blocks until a writer comes.
-	if st, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if err := regular(st, path); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(path)
+	f, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

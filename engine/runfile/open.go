@@ -37,6 +37,33 @@ func OpenOwn(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
+// OpenRegular opens the file at path for reading, refusing anything but a
+// regular file (links are followed: a data set may be linked into place)
+// before it is opened — opening a FIFO blocks until a writer comes, and a
+// device such as /dev/zero never ends — and again after, in case the path
+// changed in between. For the large files that are read as streams (a
+// zip, a tar, an npz); ReadBounded reads the small ones whole.
+func OpenRegular(path string) (*os.File, error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if err := regular(st, path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|oNonBlock, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil {
+		err = regular(st, path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // ErrSymlink is matched by OpenOwn's error for a symbolic link.
 var ErrSymlink = errors.New("is a symbolic link")
 
