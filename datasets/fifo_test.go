@@ -33,7 +33,7 @@ func TestDataFilesThatAreFIFOsRefused(t *testing.T) {
 	records := fifo("0.tfrecords")
 	npz := fifo("x.npz")
 	for name, read := range map[string]func() error{
-		"omniglot zip": func() error { _, err := LoadOmniglot(zips, OmniglotOptions{NoCache: true}); return err },
+		"omniglot zip":   func() error { _, err := LoadOmniglot(zips, OmniglotOptions{NoCache: true}); return err },
 		"tfrecord index": func() error { _, err := tfrecord.Index(records); return err },
 		"tfrecord scan":  func() error { return tfrecord.Scan(records, func(int, []byte) error { return nil }) },
 		"npz":            func() error { _, _, err := readNpzFile(npz); return err },
