@@ -21,11 +21,14 @@ func TestExperimentBadInputIsOneClearError(t *testing.T) {
 	if _, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--variant", "rbf", "--iters", "2", "--eval-tasks", "2", "--quiet", "--out", done); code != 0 {
 		t.Fatal(se)
 	}
+	mine := t.TempDir() // a folder of the user's: results.json there is theirs
+	os.WriteFile(filepath.Join(mine, "results.json"), []byte(`{"mine":1}`), 0o644)
 	cases := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"experiment"}, "name the experiment (one of ablation, versatility, efficiency, shots)"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--out", mine}, "is not empty (results.json is in it) and holds no experiment"},
 		{[]string{"experiment", "ablasion", "--preset", "sine-5shot"}, `unknown experiment "ablasion"`},
 		{[]string{"experiment", "ablation"}, "--preset is required"},
 		{[]string{"experiment", "ablation", "--preset", "sine-4shot"}, `unknown preset "sine-4shot"`},
@@ -55,6 +58,12 @@ func TestExperimentBadInputIsOneClearError(t *testing.T) {
 		if code != 1 || !strings.Contains(se, c.want) || strings.Count(se, "\n") != 1 || strings.Contains(so, "training") {
 			t.Errorf("mkbench %s: exit %d, stderr %q, want one line containing %q", strings.Join(c.args, " "), code, se, c.want)
 		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(mine, "results.json")); string(b) != `{"mine":1}` {
+		t.Errorf("the user's results.json was replaced: %q", b)
+	}
+	if ents, _ := os.ReadDir(mine); len(ents) != 1 {
+		t.Errorf("the refused --out kept a trace of the attempt: %v", ents)
 	}
 }
 

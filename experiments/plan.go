@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -80,12 +79,11 @@ func (r *Runner) Prepare() error {
 	if err != nil {
 		return err
 	}
-	lock, err := runfile.Lock(r.Dir)
+	lock, err := r.lockPrepared(o)
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
-	return r.prepare(o)
+	return lock.Release()
 }
 
 // jobs normalizes the options and plans the jobs, writing nothing.

@@ -31,14 +31,11 @@ func (r *Runner) Run(ctx context.Context) (*Results, error) {
 	if err != nil {
 		return nil, err
 	}
-	lock, err := runfile.Lock(r.Dir)
+	lock, err := r.lockPrepared(o)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Release()
-	if err := r.prepare(o); err != nil {
-		return nil, err
-	}
 	jobs, notes, err := r.plan(o, p)
 	if err != nil {
 		return nil, err
@@ -100,6 +97,29 @@ func (r *Runner) Run(ctx context.Context) (*Results, error) {
 	return res, nil
 }
 
+// lockPrepared takes the experiment directory's lock and prepares it. A
+// refused directory keeps no trace of the attempt: neither the lock file
+// nor the folder the lock made.
+func (r *Runner) lockPrepared(o Options) (*runfile.DirLock, error) {
+	existed, hadLock := exists(r.Dir), exists(filepath.Join(r.Dir, runfile.FileLock))
+	lock, err := runfile.Lock(r.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.prepare(o); err != nil {
+		if hadLock {
+			lock.Release()
+		} else {
+			lock.Remove()
+		}
+		if !existed {
+			os.Remove(r.Dir)
+		}
+		return nil, err
+	}
+	return lock, nil
+}
+
 // prepare creates the experiment directory, or checks that the one there
 // holds this experiment.
 func (r *Runner) prepare(o Options) error {
@@ -122,6 +142,16 @@ func (r *Runner) prepare(o Options) error {
 	}
 	if exists(filepath.Join(r.Dir, engine.FileCheckpoint)) || exists(filepath.Join(r.Dir, engine.FileSummary)) {
 		return fmt.Errorf("%w: %s holds a run, not an experiment; choose another --out", ErrExists, r.Dir)
+	}
+	// A new experiment writes results.json, results.md, figures/ … into
+	// its directory: one that holds anything (but the lock just taken)
+	// holds files mkbench did not write, which those could replace.
+	if ents, err := os.ReadDir(r.Dir); err == nil {
+		for _, e := range ents {
+			if e.Name() != runfile.FileLock {
+				return fmt.Errorf("%w: %s is not empty (%s is in it) and holds no experiment; choose a new or empty folder for --out", ErrExists, r.Dir, e.Name())
+			}
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(r.Dir, DirRuns), 0o755); err != nil {
 		return fmt.Errorf("experiments: cannot create the experiment directory: %w", err)

@@ -74,8 +74,9 @@ const (
 // finished.
 var ErrRunsFailed = errors.New("experiments: runs failed")
 
-// ErrExists reports an experiment directory that holds another experiment.
-var ErrExists = errors.New("experiments: the directory holds a different experiment")
+// ErrExists reports an experiment directory that holds something else:
+// another experiment, a run, or files that are not an experiment's.
+var ErrExists = errors.New("experiments: the directory is taken")
 
 // Manifest is experiment.json: the normalized options and when the
 // experiment began.
