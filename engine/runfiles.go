@@ -268,6 +268,14 @@ func prepareRunDir(dir string, res *Result, startOver bool) error {
 	if len(stale) == 0 {
 		return nil
 	}
+	// Names alone prove nothing (config.json is a common one): the files
+	// are a run's only when its config.json is a run's config.
+	if !fileExists(filepath.Join(dir, FileConfig)) {
+		return fmt.Errorf("engine: %s holds %s but no run's %s, so they are not mkbench's to move; choose another --out", dir, strings.Join(stale, ", "), FileConfig)
+	}
+	if rc, err := ReadRunConfig(dir); err != nil || rc.Source == "" {
+		return fmt.Errorf("engine: %s holds a %s that is not a run's, so it is not mkbench's to move; choose another --out", dir, FileConfig)
+	}
 	aside, err := freeAside(dir)
 	if err != nil {
 		return err

@@ -212,6 +212,36 @@ func TestRefusedStartLeavesNoTrace(t *testing.T) {
 	}
 }
 
+// A folder of the user's holding files named as a run's (config.json is a
+// common name) is not a run stopped before its first checkpoint: a new
+// run there is refused, and the files stay as they were.
+func TestNewRunLeavesFilesNamedAsARunsAlone(t *testing.T) {
+	_, cfg, _ := validatedRun(t)
+	for _, files := range []map[string]string{
+		{FileConfig: `{"mine":1}`, "notes.txt": "x"},
+		{FileMetrics: "my own log\n"},
+	} {
+		dir := t.TempDir()
+		for f, b := range files {
+			os.WriteFile(filepath.Join(dir, f), []byte(b), 0o644)
+		}
+		before := snapshotDir(t, dir)
+		_, err := Run(context.Background(), cfg, blobs{way: 3, side: 7}, RunOptions{Dir: dir}, nil)
+		if err == nil || !strings.Contains(err.Error(), "not mkbench's to move") {
+			t.Fatalf("%v: want a refusal, got %v", keys(before), err)
+		}
+		after := snapshotDir(t, dir)
+		if len(after) != len(before) {
+			t.Fatalf("the refused start changed %v into %v", keys(before), keys(after))
+		}
+		for f, b := range files {
+			if got, _ := os.ReadFile(filepath.Join(dir, f)); string(got) != b {
+				t.Errorf("%s changed to %q", f, got)
+			}
+		}
+	}
+}
+
 // A data folder whose name is not UTF-8 is recorded so that it reads
 // back as it was given.
 func TestRunConfigKeepsNonUTF8Data(t *testing.T) {
