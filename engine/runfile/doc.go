@@ -11,6 +11,13 @@
 // exactly those under the lock. AbsOrEmpty makes the paths a directory
 // records absolute.
 //
+// It is also where files a user hands over are met: ReadBounded reads a
+// whole file only under a ceiling (the ceilings of mkbench's own files are
+// here), OpenRegular opens a large one to stream only if it is a regular
+// file, OpenOwn opens a file of mkbench's own without following a link,
+// and Printable shows text read from files with its control characters
+// escaped, so a hostile name cannot drive the terminal.
+//
 // It imports nothing of the engine, so the engine, the experiments and the
 // data caches share one copy of these primitives.
 package runfile
