@@ -200,3 +200,26 @@ func TestModelsExportForceAndDamagedListing(t *testing.T) {
 		t.Fatalf("models --dir with a damaged model: exit %d\n%s%s", code, so, se)
 	}
 }
+
+// Folders handed over name their runs and models as they like: mkbench
+// runs and mkbench models --dir print those names with their control
+// characters escaped, and no escape sequence of theirs reaches the
+// terminal.
+func TestListingsEscapeHostileNames(t *testing.T) {
+	root := t.TempDir()
+	evil := "evil\x1b]0;pwned\x07"
+	if err := os.Rename(sineRun(t), filepath.Join(root, evil)); err != nil {
+		t.Fatal(err)
+	}
+	so, se, code := mkbench(t, "runs", root)
+	if code != 0 || strings.Contains(so+se, "\x1b") || strings.Contains(so+se, "\x07") || !strings.Contains(so, `evil\x1b]0;pwned\x07`) {
+		t.Errorf("mkbench runs (exit %d): %q %q", code, so, se)
+	}
+	lib := t.TempDir()
+	os.Mkdir(filepath.Join(lib, evil), 0o755)
+	os.WriteFile(filepath.Join(lib, evil, "model.json"), []byte(`{"name":"evil\u001b]0;pwned\u0007","preset":"p\u001b[2J"}`), 0o644)
+	so, se, _ = mkbench(t, "models", "--dir", lib)
+	if strings.Contains(so+se, "\x1b") || strings.Contains(so+se, "\x07") || !strings.Contains(so, `evil\x1b]0;pwned\x07`) {
+		t.Errorf("mkbench models --dir: %q %q", so, se)
+	}
+}

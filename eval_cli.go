@@ -77,7 +77,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 			}
 			defer lock.Release()
 			if roNote != "" {
-				fmt.Fprintf(stderr, "mkbench: note: %s\n", roNote)
+				say(stderr, "note: %s", roNote)
 			}
 		}
 		// A run that validated is tested with its best-validation
@@ -89,7 +89,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 		recordedData(*run, set, data)
 	}
 	if note != "" {
-		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
+		say(stderr, "note: %s", note)
 	}
 	c := &ck.Config
 	if (set["way"] || set["shot"]) && !c.Classify() {

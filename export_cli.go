@@ -71,7 +71,7 @@ func cmdExport(args []string, stdout, stderr *os.File) int {
 	if *tb {
 		return exportTensorBoard(list, *force, *data, set["data"], stdout, stderr)
 	}
-	note := func(n string) { fmt.Fprintf(stderr, "mkbench: note: %s\n", n) }
+	note := func(n string) { say(stderr, "note: %s", n) }
 	if *out == "" {
 		w := bufio.NewWriter(stdout)
 		if err := writeTidy(w, list, *format, note); err != nil {
@@ -280,10 +280,10 @@ func exportTensorBoard(list []exportRun, force bool, data string, dataSet bool, 
 		recordedData(r.dir, map[string]bool{"data": dataSet}, &d)
 		msg, notes, err := exportEvents(r.dir, force, d)
 		for _, n := range notes {
-			fmt.Fprintf(stderr, "mkbench: note: %s: %s\n", r.dir, n)
+			say(stderr, "note: %s: %s", r.dir, n)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "mkbench: %v\n", err)
+			say(stderr, "%v", err)
 			failed++
 			continue
 		}
@@ -291,7 +291,7 @@ func exportTensorBoard(list []exportRun, force bool, data string, dataSet bool, 
 	}
 	if failed > 0 {
 		if len(list) > 1 {
-			fmt.Fprintf(stderr, "mkbench: %d of %d runs not exported\n", failed, len(list))
+			say(stderr, "%d of %d runs not exported", failed, len(list))
 		}
 		return 1
 	}

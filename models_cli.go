@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -46,7 +47,7 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 	}
 	if damaged != nil {
 		for _, d := range damaged.Damaged {
-			fmt.Fprintf(stderr, "mkbench: note: %v\n", d.Err)
+			say(stderr, "note: %v", d.Err)
 		}
 	}
 	if *asJSON {
@@ -65,11 +66,12 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 		if m.Last {
 			at = "last"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (%s)\t%d\n", m.Name, m.Preset, m.Variant, m.Test, m.TrainSeconds/60, m.Iters, at, m.Params)
+		// A models folder handed over names its models as it likes.
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (%s)\t%d\n", runfile.Printable(m.Name), runfile.Printable(m.Preset), runfile.Printable(m.Variant), m.Test, m.TrainSeconds/60, m.Iters, at, m.Params)
 	}
 	if damaged != nil {
 		for _, d := range damaged.Damaged {
-			fmt.Fprintf(w, "%s\tdamaged (see the note above)\t\t\t\t\t\n", d.Name)
+			fmt.Fprintf(w, "%s\tdamaged (see the note above)\t\t\t\t\t\n", runfile.Printable(d.Name))
 		}
 	}
 	w.Flush()
@@ -102,7 +104,7 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	}
 	defer lock.Release()
 	if note != "" {
-		fmt.Fprintf(stderr, "mkbench: note: %s\n", note)
+		say(stderr, "note: %s", note)
 	}
 	recordedData(run, set, data)
 	rc, err := engine.ReadRunConfig(run)
@@ -137,7 +139,7 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, err)
 	}
 	if note != "" {
-		fmt.Fprintf(stderr, "mkbench: note: %s: %s\n", filepath.Join(*dir, info.Name), note)
+		say(stderr, "note: %s: %s", filepath.Join(*dir, info.Name), note)
 	}
 	fmt.Fprintf(stdout, "exported %s → %s: %s, %d parameters (float32)\n", run, filepath.Join(*dir, info.Name), info.Test, info.Params)
 	return 0

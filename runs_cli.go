@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mkbench/mkbench/engine/runfile"
 	"io"
 	"os"
 	"strings"
@@ -64,8 +65,12 @@ func cmdRuns(args []string, stdout, stderr *os.File) int {
 func printRuns(out io.Writer, rs []runs.Run, now time.Time) {
 	rows := [][]string{{"RUN", "PRESET", "VARIANT", "SEED", "ITERS", "STATE", "METRIC", "TIME", "AGE"}}
 	for _, r := range rs {
-		rows = append(rows, []string{runs.InGroup(r), r.Preset, r.Variant, fmt.Sprint(r.Seed), fmt.Sprintf("%d/%d", r.Iter, r.Iters),
-			state(r), runs.MetricText(r), runs.Duration(r.TrainSeconds), runs.Age(now.Sub(r.Modified))})
+		row := []string{runs.InGroup(r), r.Preset, r.Variant, fmt.Sprint(r.Seed), fmt.Sprintf("%d/%d", r.Iter, r.Iters),
+			state(r), runs.MetricText(r), runs.Duration(r.TrainSeconds), runs.Age(now.Sub(r.Modified))}
+		for c := range row {
+			row[c] = runfile.Printable(row[c]) // folders and files handed over name runs as they like
+		}
+		rows = append(rows, row)
 	}
 	width := make([]int, len(rows[0]))
 	for _, row := range rows {
@@ -98,7 +103,7 @@ func printRuns(out io.Writer, rs []runs.Run, now time.Time) {
 			if n == 1 {
 				word = "run"
 			}
-			fmt.Fprintf(out, "\n%s %s: %d %s\n", r.Kind, group, n, word)
+			fmt.Fprintf(out, "\n%s %s: %d %s\n", r.Kind, runfile.Printable(group), n, word)
 		}
 		line(rows[i+1])
 	}
