@@ -316,6 +316,10 @@ func TestNewRunDropsStaleEventFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
+	// Its config.json, written first, says the folder is a run's.
+	if err := runfile.WriteJSON(filepath.Join(dir, FileConfig), RunConfig{Preset: "p", Source: "blobs", Config: tinyConfig("rff", 2)}, runfile.Private); err != nil {
+		t.Fatal(err)
+	}
 	var res Result
 	if err := prepareRunDir(dir, &res, false); err != nil {
 		t.Fatal(err)
