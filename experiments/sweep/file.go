@@ -116,8 +116,14 @@ func ParseFile(name string, data []byte, baselines []string) (File, error) {
 			return p.positiveInt(v, key, &f.EvalTasks)
 		case "minutes":
 			x, err := strconv.ParseFloat(v.Value, 64)
-			if v.Kind != yaml.ScalarNode || err != nil || !(x >= minMinutes && x <= maxMinutes) {
-				return p.at(v, key, fmt.Errorf("%q is not a duration in minutes (from %.4f, one second, to %g, e.g. minutes: 60)", v.Value, minMinutes, float64(maxMinutes)))
+			if v.Kind != yaml.ScalarNode || err != nil {
+				return p.at(v, key, fmt.Errorf("%q is not a duration in minutes (a number, e.g. minutes: 60)", v.Value))
+			}
+			if d, err := engine.MinutesBudget(x); err != nil || d == 0 {
+				if err == nil {
+					err = errors.New("0 is no limit: leave minutes out for none")
+				}
+				return p.at(v, key, err)
 			}
 			f.Minutes = x
 		case "grid":
@@ -356,13 +362,6 @@ func (p parser) slurm(n *yaml.Node, s *Slurm) error {
 		return nil
 	})
 }
-
-// Bounds of minutes: below a second a budget is no budget (it would round
-// to nothing), and past about two years time.Duration is near overflow.
-const (
-	minMinutes = 1.0 / 60
-	maxMinutes = 1e6
-)
 
 // sbatchOwned are the sbatch options an extra line may not give: those
 // the job script sets for mkbench's guarantees (one task per unit, the

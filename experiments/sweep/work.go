@@ -144,6 +144,10 @@ func (w *Worker) train(ctx context.Context, m Manifest, u Unit, dir string, iter
 	if err != nil {
 		return w.fail(dir, u, err, 0, true)
 	}
+	budget, err := engine.MinutesBudget(u.Minutes) // the sweep file's, checked when it was read
+	if err != nil {
+		return w.fail(dir, u, err, 0, true)
+	}
 	srcs, err := presets.NewSources(p.Source, cfg, m.Data)
 	if err != nil {
 		return w.fail(dir, u, err, 0, true)
@@ -155,7 +159,7 @@ func (w *Worker) train(ctx context.Context, m Manifest, u Unit, dir string, iter
 		w.logf("%s: training %s, variant %s, seed %d, %d iterations", u.Name, u.RecordedPreset(), cfg.Variant(), cfg.Seed, cfg.Iters)
 	}
 	opts := engine.RunOptions{Preset: u.RecordedPreset(), Dir: dir, Resume: resume, Locked: true, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-		Budget: time.Duration(u.Minutes * float64(time.Minute)), ReportEvery: time.Second, Data: m.Data}
+		Budget: budget, ReportEvery: time.Second, Data: m.Data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, w.progress(u))
 	for _, n := range res.Notes {
 		w.logf("%s: note: %s", u.Name, n)
