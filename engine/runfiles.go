@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/tbevents"
@@ -54,11 +53,7 @@ type plainRunConfig RunConfig // RunConfig without its JSON methods
 // MarshalJSON writes Data's bytes besides it when JSON cannot hold them
 // (it would write U+FFFD for each byte that is not UTF-8).
 func (rc RunConfig) MarshalJSON() ([]byte, error) {
-	out := runConfigJSON{plainRunConfig: plainRunConfig(rc)}
-	if !utf8.ValidString(rc.Data) {
-		out.DataBytes = []byte(rc.Data)
-	}
-	return json.Marshal(out)
+	return json.Marshal(runConfigJSON{plainRunConfig: plainRunConfig(rc), DataBytes: runfile.PathBytes(rc.Data)})
 }
 
 // UnmarshalJSON reads Data from its bytes when config.json has them.
@@ -68,9 +63,7 @@ func (rc *RunConfig) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*rc = RunConfig(in.plainRunConfig)
-	if len(in.DataBytes) > 0 {
-		rc.Data = string(in.DataBytes)
-	}
+	rc.Data = runfile.PathFrom(rc.Data, in.DataBytes)
 	return nil
 }
 

@@ -40,6 +40,10 @@ type Manifest struct {
 	Data string `json:"data,omitempty"`
 	// Binary is the mkbench executable the slurm engine's script runs.
 	Binary string `json:"binary,omitempty"`
+	// DataBytes and BinaryBytes hold Data and Binary when they are not
+	// UTF-8, which JSON cannot (runfile.PathBytes).
+	DataBytes   []byte `json:"data_bytes,omitempty"`
+	BinaryBytes []byte `json:"binary_bytes,omitempty"`
 	// Engine is the engine the sweep was run with ("local" or "slurm"),
 	// which resume uses unless told otherwise.
 	Engine string `json:"engine"`
@@ -71,6 +75,7 @@ func Load(dir string) (Manifest, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("sweep: %s is damaged (%v); the units' run directories under %s are intact", filepath.Join(dir, FileManifest), err, filepath.Join(dir, DirUnits))
 	}
+	m.Data, m.Binary = runfile.PathFrom(m.Data, m.DataBytes), runfile.PathFrom(m.Binary, m.BinaryBytes)
 	if m.Version != manifestVersion {
 		return m, fmt.Errorf("sweep: %s has format %d; this mkbench reads format %d", filepath.Join(dir, FileManifest), m.Version, manifestVersion)
 	}
@@ -176,7 +181,7 @@ func Create(dir string, m Manifest, source []byte) error {
 	if m.Created.IsZero() {
 		m.Created = time.Now().UTC()
 	}
-	return runfile.WriteJSON(filepath.Join(dir, FileManifest), m, runfile.Shared)
+	return m.write(dir)
 }
 
 // sameUnits reports whether two unit lists run the same runs.
@@ -233,5 +238,11 @@ func SetBinary(dir, binary string) error {
 		return err
 	}
 	m.Binary = binary
+	return m.write(dir)
+}
+
+// write writes m as dir's sweep.json.
+func (m Manifest) write(dir string) error {
+	m.DataBytes, m.BinaryBytes = runfile.PathBytes(m.Data), runfile.PathBytes(m.Binary)
 	return runfile.WriteJSON(filepath.Join(dir, FileManifest), m, runfile.Shared)
 }

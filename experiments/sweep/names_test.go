@@ -162,3 +162,28 @@ func TestLinkedFoldersAreRefused(t *testing.T) {
 		t.Errorf("%d files written beyond the link", len(entries))
 	}
 }
+
+// A data folder or binary whose path is not UTF-8 (legal on Linux) reads
+// back from sweep.json as it was given: JSON alone would hold U+FFFD for
+// each such byte, and every unit would then look for another folder.
+func TestManifestKeepsNonUTF8Paths(t *testing.T) {
+	f, err := ParseFile("t.yaml", []byte("presets: [sine-5shot]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	m := Manifest{File: f, Units: f.Units(), Engine: "local", Data: "/data/caf\xe9", Binary: "/opt/mk\xffbench"}
+	if err := Create(dir, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(dir)
+	if err != nil || back.Data != m.Data || back.Binary != m.Binary {
+		t.Fatalf("read back data %q binary %q (%v)", back.Data, back.Binary, err)
+	}
+	if err := SetBinary(dir, "/usr/bin/mk\xfe"); err != nil {
+		t.Fatal(err)
+	}
+	if back, err = Load(dir); err != nil || back.Binary != "/usr/bin/mk\xfe" || back.Data != m.Data {
+		t.Fatalf("after SetBinary: data %q binary %q (%v)", back.Data, back.Binary, err)
+	}
+}
