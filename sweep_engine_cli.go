@@ -35,7 +35,7 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 			continue
 		}
 		if u.State == sweep.StateRunning {
-			fmt.Fprintf(stderr, "mkbench: note: %s is running (pid %d on %s); it is left to that worker\n", u.Name, u.Owner.PID, runfile.Printable(u.Owner.Host))
+			say(stderr, "note: %s is running (pid %d on %s); it is left to that worker", u.Name, u.Owner.PID, runfile.Printable(u.Owner.Host))
 			continue
 		}
 		if u.State == sweep.StateFailed && u.Permanent {
@@ -45,7 +45,7 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		todo = append(todo, u.Index)
 	}
 	if len(failed) > 0 && !quiet {
-		fmt.Fprintf(stderr, "mkbench: note: %d units failed for good and are not run again (%s); after fixing the cause: mkbench sweep resume %s --retry-failed\n",
+		say(stderr, "note: %d units failed for good and are not run again (%s); after fixing the cause: mkbench sweep resume %s --retry-failed",
 			len(failed), strings.Join(failed, ", "), dir)
 	}
 	if m, err := sweep.Load(dir); err != nil {
@@ -94,7 +94,7 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 	}
 	unfinished, err := l.Run(ctx, todo)
 	if errors.Is(err, sweep.ErrInterrupted) {
-		fmt.Fprintf(stderr, "mkbench: sweep interrupted; units saved checkpoints; continue with: mkbench sweep resume %s\n", dir)
+		say(stderr, "sweep interrupted; units saved checkpoints; continue with: mkbench sweep resume %s", dir)
 		return 130, false
 	}
 	if err != nil {
@@ -105,7 +105,7 @@ func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []in
 		if st, err := sweep.ReadStatus(dir); err == nil && st.Cancelled {
 			why = "were cancelled"
 		}
-		fmt.Fprintf(stderr, "mkbench: %d of %d units %s (see mkbench sweep status %s; continue with mkbench sweep resume %s)\n", len(unfinished), len(todo), why, dir, dir)
+		say(stderr, "%d of %d units %s (see mkbench sweep status %s; continue with mkbench sweep resume %s)", len(unfinished), len(todo), why, dir, dir)
 		return 1, true
 	}
 	return 0, true
@@ -175,14 +175,14 @@ func runSlurm(ctx context.Context, dir string, todo []int, wait, dry, quiet bool
 func followSlurm(ctx context.Context, dir string, quiet bool, stdout, stderr *os.File) (int, bool) {
 	st, err := follow(ctx, dir, quiet, stdout)
 	if errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "mkbench: stopped waiting; the sweep's Slurm jobs go on (cancel them with mkbench sweep cancel %s)\n", dir)
+		say(stderr, "stopped waiting; the sweep's Slurm jobs go on (cancel them with mkbench sweep cancel %s)", dir)
 		return 130, false
 	}
 	if err != nil {
 		return fail(stderr, err), false
 	}
 	if n := len(st.Units) - st.Counts[sweep.StateDone] - st.Counts[sweep.StateFailed]; n > 0 {
-		fmt.Fprintf(stderr, "mkbench: %d of %d units stopped without finishing (Slurm no longer holds them; see mkbench sweep status %s; run them again with mkbench sweep resume %s)\n", n, len(st.Units), dir, dir)
+		say(stderr, "%d of %d units stopped without finishing (Slurm no longer holds them; see mkbench sweep status %s; run them again with mkbench sweep resume %s)", n, len(st.Units), dir, dir)
 		return 1, true
 	}
 	return 0, true

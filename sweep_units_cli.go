@@ -126,7 +126,7 @@ func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
 	var kept []string
 	for _, u := range st.Units {
 		if u.Queued && u.State != sweep.StateDone {
-			fmt.Fprintf(stderr, "mkbench: note: %s is still in Slurm's queue (%s); not submitted again\n", u.Name, u.Slurm)
+			say(stderr, "note: %s is still in Slurm's queue (%s); not submitted again", u.Name, u.Slurm)
 			continue
 		}
 		if u.State == sweep.StateFailed {
@@ -148,7 +148,7 @@ func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
 		fmt.Fprintf(stdout, "%d failed units are tried again\n", cleared)
 	}
 	if len(kept) > 0 {
-		fmt.Fprintf(stderr, "mkbench: note: %d units that failed for good are not run again (%s; see mkbench sweep status %s); after fixing the cause: mkbench sweep resume %s --retry-failed\n",
+		say(stderr, "note: %d units that failed for good are not run again (%s; see mkbench sweep status %s); after fixing the cause: mkbench sweep resume %s --retry-failed",
 			len(kept), strings.Join(kept, ", "), dir, dir)
 	}
 	if only == nil {
@@ -243,15 +243,15 @@ func cmdSweepWork(dir string, args []string, stdout, stderr *os.File) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, sweep.ErrInterrupted):
-		fmt.Fprintf(stderr, "mkbench: %v\n", err)
+		say(stderr, "%v", err)
 		if ok, rerr := sweep.RequeueSelf(context.Background(), dir); rerr != nil {
-			fmt.Fprintf(stderr, "mkbench: could not requeue the job for its time limit: %v\n", rerr)
+			say(stderr, "could not requeue the job for its time limit: %v", rerr)
 		} else if ok {
-			fmt.Fprintln(stderr, "mkbench: its time limit is near: requeued the job; it continues from the checkpoint")
+			say(stderr, "its time limit is near: requeued the job; it continues from the checkpoint")
 		}
 		return 130
 	case errors.Is(err, sweep.ErrCancelled):
-		fmt.Fprintf(stderr, "mkbench: %v\n", err)
+		say(stderr, "%v", err)
 		return 3
 	}
 	return fail(stderr, err)
