@@ -74,7 +74,7 @@ func TestOmniglotBadInput(t *testing.T) {
 	}{
 		{[]string{"run", "--preset", "omniglot-5w1s", "--data", filepath.Join(t.TempDir(), "nothing")}, "--data"},
 		{[]string{"run", "--preset", "omniglot-5w1s", "--val-tasks", "0"}, "--val-tasks must be positive"},
-		{[]string{"run", "--preset", "sine-5shot", "--minutes", "-1"}, "--minutes must be positive"},
+		{[]string{"run", "--preset", "sine-5shot", "--minutes", "-1"}, "--minutes: -1 minutes is not a training time"},
 		{[]string{"eval", "--run", sine, "--way", "5"}, "classification runs only"},
 		{[]string{"eval", "--run", sine, "--shot", "0"}, "--shot must be positive"},
 		{[]string{"eval", "--run", sine, "--query", "-1"}, "--query must be positive"},

@@ -323,10 +323,12 @@ func TestSetOverrides(t *testing.T) {
 // runtime: out of memory" or the OOM killer).
 func TestTooLargeIsRefused(t *testing.T) {
 	for _, args := range [][]string{
-		{"run", "--preset", "sine-5shot", "--set", "bases=100000000"},
-		{"run", "--preset", "sine-5shot", "--set", "bases=1000000"},
-		{"run", "--preset", "omniglot-5w1s", "--set", "bases=1000000"},
-		{"experiment", "efficiency", "--preset", "sine-5shot", "--bases", "16,1000000"},
+		// Each size within its ceiling (Config.Validate's), together far
+		// past any machine.
+		{"run", "--preset", "sine-5shot", "--set", "bases=65536", "--set", "meta_batch=4096"},
+		{"run", "--preset", "sine-5shot", "--set", "bases=40000", "--set", "meta_batch=2048"},
+		{"run", "--preset", "omniglot-5w1s", "--set", "bases=65536", "--set", "meta_batch=64"},
+		{"experiment", "efficiency", "--preset", "sine-5shot", "--bases", "16,65536", "--set", "meta_batch=4096"},
 	} {
 		root := t.TempDir()
 		out := filepath.Join(root, "out")
