@@ -215,6 +215,11 @@ func removeTemps(dir string, res *Result) {
 // (a resume asked to start over) refuses only a checkpoint, which
 // --resume continues.
 func usedDir(dir string, startOver bool) error {
+	for _, f := range GroupFiles {
+		if fileExists(filepath.Join(dir, f)) {
+			return fmt.Errorf("engine: %s is a sweep's or an experiment's directory (%s is in it), whose runs live in folders below it; choose another --out", dir, f)
+		}
+	}
 	if fileExists(filepath.Join(dir, FileCheckpoint)) {
 		return fmt.Errorf("engine: %s already holds a run (%s exists); continue it with --resume %s or choose another --out", dir, FileCheckpoint, dir)
 	}
@@ -230,6 +235,12 @@ func usedDir(dir string, startOver bool) error {
 	}
 	return nil
 }
+
+// GroupFiles mark the directory of a sweep (sweep.FileManifest) or an
+// experiment (experiments.FileExperiment), which packages above the engine
+// own: a run written into one would sit beside its units, and mkbench runs
+// would no longer list them as the group's.
+var GroupFiles = []string{"sweep.json", "experiment.json"}
 
 // asidePrefix starts the name of the folder inside a run directory that a
 // start over moves the files of the earlier attempt to.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/runfile"
 )
 
@@ -185,5 +187,13 @@ func TestManifestKeepsNonUTF8Paths(t *testing.T) {
 	}
 	if back, err = Load(dir); err != nil || back.Binary != "/usr/bin/mk\xfe" || back.Data != m.Data {
 		t.Fatalf("after SetBinary: data %q binary %q (%v)", back.Data, back.Binary, err)
+	}
+}
+
+// The engine refuses to write a run into a sweep's directory by the name
+// this package gives its manifest.
+func TestEngineKnowsTheSweepManifest(t *testing.T) {
+	if !slices.Contains(engine.GroupFiles, FileManifest) {
+		t.Fatalf("engine.GroupFiles %v lacks %s", engine.GroupFiles, FileManifest)
 	}
 }
