@@ -155,7 +155,7 @@ type Config struct {
 	// depend on the way.
 	TrainWay int `json:"train_way,omitempty"`
 	// TrainShot, when set, is the support images per class of a training
-	// episode; validation and test episodes have Shot (the README measures
+	// episode; validation and test episodes have Shot (docs/results.md measures
 	// 1-shot Omniglot models trained on 5-shot episodes). The parameters
 	// do not depend on the shot.
 	TrainShot int `json:"train_shot,omitempty"`

@@ -6,7 +6,7 @@ import "github.com/mkbench/mkbench/engine"
 // reference machine (2 cores, both used), by family and variant: sine from
 // BenchmarkSineStep at the sine-5shot sizes, Omniglot from
 // BenchmarkOmniglotStep at omniglot-5w1s (80 images an episode). The
-// README's Speed section has the runs behind them.
+// docs/results.md's speed section has the runs behind them.
 var measuredMs = map[string]map[string]float64{
 	"sine":     {"rbf": 0.89, "rff": 1.30, "vrf": 2.44, "vrf+ctx": 3.05, "vrf+cnf": 12.6, "metakernel": 14.1},
 	"omniglot": {"rbf": 112, "rff": 118, "vrf": 130, "vrf+ctx": 147, "vrf+cnf": 211, "metakernel": 245},

@@ -384,7 +384,7 @@ func classSources(cfg engine.Config, set func(split string) (datasets.ClassSourc
 func dataHint(err error) error {
 	for _, e := range []error{datasets.ErrNoCIFAR, datasets.ErrNoMiniImageNet, datasets.ErrNoDomainNet, datasets.ErrNoEmbeddings} {
 		if errors.Is(err, e) {
-			return fmt.Errorf("%w; point --data at your copy (see the README's data sets section) or set MKBENCH_DATA to the folder above it, which holds the data sets' folders", err)
+			return fmt.Errorf("%w; point --data at your copy (see docs/data.md) or set MKBENCH_DATA to the folder above it, which holds the data sets' folders", err)
 		}
 	}
 	return err
