@@ -28,16 +28,24 @@ import (
 // conventional place. Relative paths are relative to the working
 // directory.
 func defaultDataDir(name string) string {
-	if d := os.Getenv("MKBENCH_DATA"); d != "" {
-		return filepath.Join(d, name)
-	}
-	local := filepath.Join("data", name)
-	for _, d := range []string{local, filepath.Join("..", "shared", "data", name)} {
+	dirs := DataDirs(name)
+	for _, d := range dirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			return d
 		}
 	}
-	return local
+	return dirs[0]
+}
+
+// DataDirs lists the folders defaultDataDir chooses among for the data set
+// called name, in its order: $MKBENCH_DATA/name alone when MKBENCH_DATA is
+// set, else ./data/name and ../shared/data/name. `mkbench data` prints
+// them, so they are kept in one place.
+func DataDirs(name string) []string {
+	if d := os.Getenv("MKBENCH_DATA"); d != "" {
+		return []string{filepath.Join(d, name)}
+	}
+	return []string{filepath.Join("data", name), filepath.Join("..", "shared", "data", name)}
 }
 
 // embeddedText returns an embedded file, such as the license of a split.
