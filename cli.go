@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,174 +26,41 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
-const usage = `mkbench: a workbench for MetaKernel few-shot learning
-
-Usage:
-  mkbench                       open the workbench (terminal UI): pick a preset, watch it train
-  mkbench tui [--preset NAME] [--iters N] [--seed S] [--set KEY=VALUE ...] [--data DIR]
-                                the workbench, optionally starting a preset at once
-  mkbench tui --sweep DIR       the workbench watching a sweep (its units here or on a cluster)
-  mkbench tui --runs [DIR]      the workbench's runs screen: every run under DIR (default: the runs root)
-  mkbench run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR]
-              [--eval-tasks N] [--val-every N] [--val-tasks N] [--set KEY=VALUE ...] [--data DIR]
-              [--image-size N] [--channels 1|3] [--sources a,b] [--test-sources a,b]
-  mkbench run --resume DIR [--iters N] [--repair] [--start-over] [--data DIR]
-  mkbench eval --run DIR | --model NAME [--eval-tasks N] [--way W] [--shot K] [--query Q] [--samples S] [--data DIR] [--json]
-              [--folder DIR2 [--split all|test]]   an image model on a folder of your own images
-  mkbench experiment NAME --preset P [--variants V,..] [--seeds S,..] [--iters N] [--bases D,..]
-              [--ways N,..] [--shots K,..] [--eval-tasks N] [--minutes M] [--set KEY=VALUE ...]
-              [--run DIR] [--out DIR]
-                                NAME: ablation, versatility, efficiency, shots
-  mkbench experiment --resume DIR
-  mkbench experiment ... --engine local|slurm [--jobs K] [--wait]
-                                train the experiment's runs with a sweep engine, then draw it
-  mkbench sweep plan|run|status|resume|cancel ...
-                                grids of runs from a YAML sweep file, here or on Slurm (mkbench sweep help)
-  mkbench report DIR            redraw an experiment's or a sweep's tables and figures
-  mkbench runs [DIR] [--json] [--sort KEY] [--filter TEXT]
-                                the runs under DIR (default: the runs root), grouped by experiment and sweep
-  mkbench presets               list presets
-  mkbench models [--dir DIR] [--json]
-                                the trained models shipped in mkbench (or in DIR)
-  mkbench models export RUN [--name NAME] [--dir DIR]
-                                a run's best model, in float32, into a folder of models
-  mkbench export DIR --tensorboard [--force] [--data DIR2] | --format csv|json [--out FILE]
-                                a run's, sweep's or experiment's logs as TensorBoard event files
-                                (written into each run) or as one table: run, iter, metric, value
-  mkbench --version
-
---set KEY=VALUE overrides any preset setting (repeatable; e.g. --set lr=0.0005 --set clip_norm=1);
---iters, --seed, --eval-tasks, --val-every and --val-tasks are shorthands of the same settings.
-Keys: 
-
-Variants: rbf, rff, vrf, vrf+ctx, vrf+cnf, metakernel.
-A run that cannot fit in this machine's memory is refused before it starts.
-Ctrl-C, SIGTERM and SIGHUP save a checkpoint first and print the --resume command.
-Runs go to ./runs (or $MKBENCH_RUNS) unless --out is given.
-`
-
 func cli(args []string, stdout, stderr *os.File) int {
 	if len(args) == 0 {
 		return cmdTUI(nil, stdout, stderr)
 	}
 	switch args[0] {
-	case "tui":
-		return cmdTUI(args[1:], stdout, stderr)
-	case "run":
-		return cmdRun(args[1:], stdout, stderr)
-	case "eval":
-		return cmdEval(args[1:], stdout, stderr)
-	case "experiment":
-		return cmdExperiment(args[1:], stdout, stderr)
-	case "report":
-		return cmdReport(args[1:], stdout, stderr)
-	case "sweep":
-		return cmdSweep(args[1:], stdout, stderr)
-	case "models":
-		return cmdModels(args[1:], stdout, stderr)
-	case "export":
-		return cmdExport(args[1:], stdout, stderr)
-	case "runs":
-		return cmdRuns(args[1:], stdout, stderr)
-	case "presets":
-		for _, p := range presets.All() {
-			fmt.Fprintf(stdout, "%-14s %s\n", p.Name, p.Summary())
-		}
-		return 0
-	case "--version", "-version", "version":
-		fmt.Fprintf(stdout, "mkbench %s\n", version)
-		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, strings.Replace(usage, "Keys: ", "Keys: "+settingKeys()+".", 1))
-		return 0
+	case "--version", "-version":
+		return cmdVersion(nil, stdout, stderr)
+	case "-h", "--help":
+		return cmdHelp(nil, stdout, stderr)
 	}
-	return fail(stderr, fmt.Errorf("unknown command %q (run mkbench help for the list)", args[0]))
-}
-
-// newFlags returns a flag set that reports errors through our one-line
-// format instead of printing the whole usage.
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
-// parse parses args and returns the names of the flags they set, which
-// is how a command tells a flag left at its default from one given.
-func parse(fs *flag.FlagSet, args []string) (map[string]bool, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s: %v (see mkbench help)", fs.Name(), err)
+	if c := lookupCommand(args[0]); c != nil && !strings.Contains(args[0], " ") {
+		return c.run(args[1:], stdout, stderr)
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%s: unexpected argument %q (flags are written --name value)", fs.Name(), fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	return set, nil
-}
-
-// checkPositive names the first of the int flags names that was set to a
-// value below 1.
-func checkPositive(fs *flag.FlagSet, set map[string]bool, names ...string) error {
-	for _, n := range names {
-		if set[n] && fs.Lookup(n).Value.(flag.Getter).Get().(int) <= 0 {
-			return fmt.Errorf("%s: --%s must be positive, got %s", fs.Name(), n, fs.Lookup(n).Value)
-		}
-	}
-	return nil
-}
-
-// parseArgs parses a command's flags as parse does, then answers --help
-// with the flags (exit 0) and a bad flag, a non-positive value of one of
-// the int flags positive, or a negative --seed with one error line (exit
-// 1). ok is false when the command is done, code being its exit status.
-func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr *os.File, positive ...string) (set map[string]bool, code int, ok bool) {
-	set, err := parse(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		flagHelp(fs, stdout)
-		return nil, 0, false
-	}
-	if err == nil {
-		err = checkPositive(fs, set, positive...)
-	}
-	if err == nil && set["seed"] {
-		if s := fs.Lookup("seed").Value.(flag.Getter).Get().(int64); s < 0 {
-			err = fmt.Errorf("%s: --seed must be ≥ 0, got %d", fs.Name(), s)
-		}
-	}
-	if err != nil {
-		return nil, fail(stderr, err), false
-	}
-	return set, 0, true
-}
-
-func flagHelp(fs *flag.FlagSet, w io.Writer) {
-	fs.SetOutput(w)
-	fs.PrintDefaults()
+	return unknownName(stderr, "command", args[0], topCommands(), "")
 }
 
 // setHelp is the --set flag's help.
-const setHelp = "override a preset setting, key=value (repeatable): e.g. --set lr=0.0005 --set clip_norm=1 --set embed_hidden=64,64; keys: "
+const setHelp = "override a preset setting, KEY=VALUE (repeatable): e.g. --set lr=0.0005 --set clip_norm=1 --set embed_hidden=64,64; mkbench help settings lists every key with its help and default"
 
 // settingKeys lists the keys --set takes.
-func settingKeys() string {
+func settingKeys() []string {
 	keys := presets.OverrideKeys()
 	names := make([]string, len(keys))
 	for i, k := range keys {
 		names[i] = k.Key
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // setFlag adds the repeatable --set key=value flag to fs and returns the
 // settings given, unparsed: overrides parses them after the flags, so
 // every bad one is named in one error line.
-func setFlag(fs *flag.FlagSet) *[]string {
+func setFlag(fs *flagSet) *[]string {
 	var raw []string
-	fs.Func("set", setHelp+settingKeys(), func(s string) error {
+	fs.Func("set", setHelp, func(s string) error {
 		raw = append(raw, s)
 		return nil
 	})
@@ -205,12 +71,14 @@ func setFlag(fs *flag.FlagSet) *[]string {
 // shorthand flags given (--iters is --set iters=N, --eval-tasks is --set
 // eval_tasks=N, …). A bad setting, a key set twice, or a flag and a --set
 // of the same key is an error naming each.
-func overrides(fs *flag.FlagSet, set map[string]bool, sets *[]string, shorthands ...string) (presets.Overrides, error) {
+func overrides(fs *flagSet, set map[string]bool, sets *[]string, shorthands ...string) (presets.Overrides, error) {
 	ov := presets.Overrides{}
 	var errs []string
 	for _, s := range *sets {
 		k, v, err := presets.ParseSet(s)
 		switch {
+		case errors.Is(err, presets.ErrUnknownKey):
+			errs = append(errs, unknownKey(s))
 		case err != nil && k != "": // a known key's bad value: "lr=fast: want a number"
 			errs = append(errs, "--set "+err.Error())
 		case err != nil:
@@ -251,35 +119,46 @@ func overrides(fs *flag.FlagSet, set map[string]bool, sets *[]string, shorthands
 	return ov, nil
 }
 
+// unknownKey is the error for --set s whose key no run takes, with the
+// nearest key when it is a slip.
+func unknownKey(s string) string {
+	k, _, _ := strings.Cut(s, "=")
+	msg := fmt.Sprintf("--set: unknown setting %q", k)
+	if near := suggest(strings.ReplaceAll(k, "-", "_"), settingKeys()); near != "" {
+		msg += fmt.Sprintf("; did you mean %s?", near)
+	}
+	return msg + " (mkbench help settings lists them)"
+}
+
 // dataHelp is the --data flag's help: the folder depends on the preset's
 // data set.
 const dataHelp = "folder of the preset's data set, e.g. the one holding Omniglot's images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/<set>, ./data/<set> or ../shared/data/<set>, <set> being omniglot, cifarfs, miniimagenet, domainnet or embeddings)"
 
 func cmdRun(args []string, stdout, stderr *os.File) int {
 	fs := newFlags("run")
-	preset := fs.String("preset", "", "preset name (see mkbench presets)")
+	preset := fs.String("preset", "", "the preset to train (mkbench presets lists them)")
 	variant := fs.String("variant", "", "rbf, rff, vrf, vrf+ctx, vrf+cnf or metakernel (default: the preset's)")
-	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
-	fs.Int64("seed", -1, "random seed (default: the preset's)")
-	out := fs.String("out", "", "run directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
-	fs.Int("eval-tasks", 0, "tasks in the final evaluation (default: the preset's)")
-	resume := fs.String("resume", "", "continue the interrupted run in this directory")
-	quiet := fs.Bool("quiet", false, "print only the final result")
-	data := fs.String("data", "", dataHelp)
+	iters := fs.Int("iters", 0, "training iterations (--set iters; default: the preset's)")
 	minutes := fs.Float64("minutes", 0, "stop training after this many minutes of training time, then evaluate (default: no limit)")
-	fs.Int("val-every", 0, "validate every N iterations (classification presets; default: the preset's)")
-	fs.Int("val-tasks", 0, "episodes per validation (default: the preset's)")
-	fs.Int("image-size", 0, "image presets: the side images are resized to (--set image_size; default: the preset's, 84 for folder presets)")
-	fs.Int("channels", 0, "image presets: 1 (grey) or 3 (RGB) (--set channels; folder presets: default read from the first image)")
-	fs.String("backbone", "", "image presets: ψ, conv4, conv5 or resnet18 (--set backbone)")
-	fs.Int("way", 0, "classification: classes per task (--set way)")
-	fs.Int("shot", 0, "support examples per class (per task for regression) (--set shot)")
-	fs.Int("query", 0, "query examples per class in training (--set query)")
+	fs.Int64("seed", -1, "random seed (--set seed; default: the preset's)")
+	out := fs.String("out", "", "run directory (default: a new folder under ./runs or $MKBENCH_RUNS)")
+	data := fs.String("data", "", dataHelp)
+	sets := setFlag(fs)
+	fs.Int("eval-tasks", 0, "tasks in the final evaluation (--set eval_tasks; default: the preset's)")
+	fs.Int("val-every", 0, "classification presets: validate every N iterations (--set val_every; default: the preset's)")
+	fs.Int("val-tasks", 0, "episodes per validation (--set val_tasks; default: the preset's)")
+	fs.Int("image-size", 0, "image presets: the side images are resized to (--set image_size; default: the preset's, 84 for folder presets; 32 trains far faster)")
+	fs.Int("channels", 0, "image presets: 1 (grey) or 3 (RGB) (--set channels; default: the preset's; folder presets read it from the first image)")
+	fs.String("backbone", "", "image presets: ψ, conv4, conv5 or resnet18 (--set backbone; default: the preset's)")
+	fs.Int("way", 0, "classification: classes per task (--set way; default: the preset's)")
+	fs.Int("shot", 0, "support examples per class (per task for regression) (--set shot; default: the preset's)")
+	fs.Int("query", 0, "query examples per class in training (--set query; default: the preset's)")
 	fs.String("sources", "", "Meta-Dataset presets: the sources to train on, a,b (--set sources; default ilsvrc_2012, else every source with training classes)")
 	fs.String("test-sources", "", "Meta-Dataset presets: the sources to test on, a,b (--set test_sources; default every source present)")
+	resume := fs.String("resume", "", "continue the interrupted run in this directory with its own settings")
 	startOver := fs.Bool("start-over", false, "with --resume: start over from iteration 0 a run whose checkpoint.gob is lost although it validated or finished; its files are moved aside into DIR/stopped-TIME, never deleted")
 	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
-	sets := setFlag(fs)
+	quiet := fs.Bool("quiet", false, "print only the final result")
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "way", "shot", "query")
 	if !ok {
 		return code
@@ -303,10 +182,8 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		return fail(stderr, errors.New("run: --start-over applies to --resume DIR only"))
 	}
 	if *resume != "" {
-		for _, n := range []string{"preset", "variant", "seed", "out", "eval-tasks", "val-every", "val-tasks", "set", "image-size", "channels", "sources", "test-sources", "way", "shot", "query", "backbone"} {
-			if set[n] {
-				return fail(stderr, fmt.Errorf("run: --%s cannot be changed when resuming (the run keeps its own settings); only --iters can, besides --minutes, --data, --repair, --start-over and --quiet", n))
-			}
+		if err := checkResume(fs, set); err != nil {
+			return fail(stderr, err)
 		}
 		dir = *resume
 		recordedData(dir, set, data)
@@ -344,6 +221,9 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 		if err != nil {
 			return fail(stderr, err)
 		}
+		if err := knownPresetAndVariant(*preset, *variant); err != nil {
+			return fail(stderr, fmt.Errorf("run: %w", err))
+		}
 		if err := folderChannels(*preset, *data, ov); err != nil {
 			return fail(stderr, err)
 		}
@@ -360,7 +240,7 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	defer cancel()
 	var obs engine.Observer
 	if !*quiet {
-		obs = progressPrinter(stdout)
+		obs = progressPrinter(stdout, budget, cfg)
 	}
 	srcs, err := presets.NewSources(family, cfg, *data)
 	if err != nil {
@@ -493,7 +373,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
 	data := fs.String("data", "", dataHelp)
 	sweepDir := fs.String("sweep", "", "watch the sweep in DIR (mkbench sweep run --out DIR), wherever its units run")
-	modelsDir := fs.String("models-dir", "", "the picker lists the models in this folder (mkbench models export --dir) instead of the shipped ones")
+	modelsDir := fs.String("models-dir", "", "the picker lists the models in this folder (mkbench models export --models-dir) instead of the shipped ones")
 	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
 	if !ok {
@@ -503,6 +383,9 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	ov, err := overrides(fs, set, sets, "iters", "seed")
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if err := knownPresetAndVariant(*preset, ""); err != nil {
+		return fail(stderr, fmt.Errorf("tui: %w", err))
 	}
 	if *preset != "" {
 		if _, _, err := presets.CheckedConfig(presets.Spec{Preset: *preset, Overrides: ov}); err != nil {
@@ -556,35 +439,4 @@ func noTerminal(in, out *os.File) string {
 		return "stdin is not a terminal"
 	}
 	return ""
-}
-
-// evalProgressEvery is how often evalProgress prints.
-var evalProgressEvery = 5 * time.Second
-
-// evalProgress prints an evaluation's progress line every
-// evalProgressEvery, the first after one interval: short evaluations print
-// none.
-func evalProgress(w io.Writer) func(done, total int) {
-	last := time.Now()
-	return func(done, total int) {
-		if done == total || time.Since(last) < evalProgressEvery {
-			return
-		}
-		last = time.Now()
-		fmt.Fprintf(w, "evaluating: %d/%d tasks\n", done, total)
-	}
-}
-
-// progressPrinter prints a progress line every two seconds.
-func progressPrinter(w io.Writer) engine.Observer {
-	var last time.Time
-	return engine.ObserverFunc(func(s engine.Snapshot) error {
-		if s.Done || time.Since(last) < 2*time.Second {
-			return nil
-		}
-		last = time.Now()
-		fmt.Fprintf(w, "iter %6d/%d  loss %.4f  data %.4f  kl %.3f  λ %.4f  %s  eta %s\n",
-			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, engine.FormatRate(s.ItersPerSec), engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
-		return nil
-	})
 }

@@ -69,7 +69,18 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"run", "--preset", "sine-5shot", "--minutes", "1e300"}, "--minutes: 1e+300 minutes is beyond any training time"},
 		{[]string{"run", "--preset", "sine-5shot", "--minutes", "NaN"}, "--minutes: NaN minutes is not a training time"},
 		{[]string{"run", "--preset", "sine-5shot", "--minutes", "0"}, "--minutes: 0 is no limit"},
-		{[]string{"run", "--preset", "sine-5shot", "--lr", "1"}, "flag provided but not defined: -lr"},
+		{[]string{"run", "--preset", "sine-5shot", "--lr", "1"}, "unknown flag --lr (mkbench help run)"},
+		{[]string{"run", "--prest", "sine-5shot"}, "unknown flag --prest; did you mean --preset? (mkbench help run)"},
+		{[]string{"rnu", "--preset", "sine-5shot"}, `unknown command "rnu"; did you mean run? (mkbench help)`},
+		{[]string{"run", "--preset", "omniglot-5ws1"}, `run: unknown preset "omniglot-5ws1"; did you mean omniglot-5w1s?`},
+		{[]string{"run", "--preset", "sine-5shot", "--variant", "metakernal"}, `did you mean metakernel?`},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "clipnorm=1"}, `unknown setting "clipnorm"; did you mean clip_norm? (mkbench help settings lists them)`},
+		{[]string{"eval", "--run", dir, "--eval-task", "3"}, "unknown flag --eval-task; did you mean --eval-tasks? (mkbench help eval)"},
+		{[]string{"models", "export", dir, "--model-dir", dir}, "unknown flag --model-dir; did you mean --models-dir? (mkbench help models export)"},
+		{[]string{"sweep", "stauts", dir}, `unknown sweep command "stauts"; did you mean status? (mkbench help sweep)`},
+		{[]string{"help", "experimnt"}, `unknown help topic "experimnt"; did you mean experiment?`},
+		{[]string{"run", "--preset", "sine-5shot", "--iters"}, "flag needs an argument: --iters"},
+		{[]string{"run", "--preset", "sine-5shot", "--xyzzy-plugh", "1"}, "unknown flag --xyzzy-plugh (mkbench help run)"},
 		{[]string{"run"}, "--preset is required"},
 		{[]string{"run", "--resume", dir}, "is not a run directory"},
 		{[]string{"run", "--resume", dir, "--seed", "3"}, "cannot be changed when resuming"},
@@ -259,7 +270,7 @@ func TestSetOverrides(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"run", "--preset", "sine-5shot", "--set", "lrr=1"}, []string{`--set: unknown setting "lrr" (settings: iters, seed,`, "clip_norm"}},
+		{[]string{"run", "--preset", "sine-5shot", "--set", "lrr=1"}, []string{`--set: unknown setting "lrr"; did you mean lr? (mkbench help settings lists them)`}},
 		{[]string{"run", "--preset", "sine-5shot", "--set", "lr=fast", "--set", "bases=many"}, []string{"--set lr=fast: want a number", "--set bases=many: want a whole number"}},
 		{[]string{"run", "--preset", "sine-5shot", "--set", "embed_hidden=64,x"}, []string{"--set embed_hidden=64,x: want a comma-separated list"}},
 		{[]string{"run", "--preset", "sine-5shot", "--set", "lr"}, []string{`--set: "lr" is not key=value`}},
@@ -470,16 +481,16 @@ func TestEvalProgressLine(t *testing.T) {
 	defer func(d time.Duration) { evalProgressEvery = d }(evalProgressEvery)
 	var b strings.Builder
 	evalProgressEvery = time.Hour
-	p := evalProgress(&b)
+	p := evalProgress(&b, "")
 	p(6, 3000)
 	if b.Len() != 0 {
 		t.Fatalf("a line before the interval: %q", b.String())
 	}
 	evalProgressEvery = 0
-	p = evalProgress(&b)
+	p = evalProgress(&b, "")
 	p(1200, 3000)
 	p(3000, 3000)
-	if b.String() != "evaluating: 1200/3000 tasks\n" {
+	if !regexp.MustCompile(`^evaluating: 1200/3000 tasks  eta [0-9.µnmsh]+\n$`).MatchString(b.String()) {
 		t.Errorf("progress lines %q", b.String())
 	}
 }

@@ -36,7 +36,7 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	query := fs.Int("query", 0, "query points per task (per class when classifying; default: the run's); shot + query must fit the images a class has (20 for Omniglot)")
 	samples := fs.Int("samples", 0, "ω draws averaged per prediction (the posterior predictive; default: the run's eval_samples)")
 	bases := fs.Int("bases", 0, "random Fourier bases D drawn per task at evaluation (default: the run's bases, as trained); no parameter depends on D, so more bases estimate the same kernel with less noise")
-	shift := fs.Int("support-shift", 0, "image classification: join each support image with its copies shifted by up to this many pixels in each direction, (2r+1)² images of each (test-time augmentation of the support set; default: the run's eval_support_shift, 0 = none)")
+	shift := fs.Int("support-shift", 0, "image classification: sets eval_support_shift: join each support image with its copies shifted by up to this many pixels in each direction, (2r+1)² images of each (test-time augmentation of the support set; default: the run's eval_support_shift, 0 = none)")
 	onVal := fs.Bool("val", false, "evaluate on the run's validation classes instead of its test classes (to choose evaluation settings without touching the test split)")
 	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
 	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
@@ -165,7 +165,11 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	if *folder != "" {
 		srcs.TestBy = nil // the folder's classes, not the run's sources
 	}
-	res, bySource, err := presets.EvaluateModel(ck, srcs, n, evalProgress(stderr))
+	shorter := ""
+	if !set["eval-tasks"] {
+		shorter = evalShorter(n)
+	}
+	res, bySource, err := presets.EvaluateModel(ck, srcs, n, evalProgress(stderr, shorter))
 	if err != nil {
 		return fail(stderr, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,18 +19,6 @@ import (
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
-
-const experimentUsage = `Usage:
-  mkbench experiment NAME --preset P [flags]   run an experiment suite (NAME: ablation, versatility, efficiency, shots)
-  mkbench experiment --resume DIR             continue an interrupted experiment
-  mkbench report DIR                          redraw an experiment's tables and figures from its saved results
-
-The experiment directory (--out, default ./runs/exp-NAME-PRESET-TIME) holds each run's
-directory under runs/, results.json, results.csv, results.md and figures/ (PNG and SVG).
-Running the same command again on the same --out resumes it.
-
-Flags:
-`
 
 func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	var name string
@@ -58,17 +45,9 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	engineName, jobs, wait := engineFlags(fs)
 	slurmFile := fs.String("slurm", "", "with --engine slurm: a YAML file whose slurm: section (a sweep file's keys: partition, time, mem, …) sets the job options")
 	sets := setFlag(fs)
-	set, err := parse(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, experimentUsage)
-			flagHelp(fs, stdout)
-			return 0
-		}
-		return fail(stderr, err)
-	}
-	if err := checkPositive(fs, set, "iters", "eval-tasks", "jobs"); err != nil {
-		return fail(stderr, err)
+	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "jobs")
+	if !ok {
+		return code
 	}
 	if *engineName != "" {
 		if err := checkEngine(*engineName); err != nil {
@@ -88,11 +67,10 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	var o experiments.Options
 	var ov presets.Overrides
 	var dir string
+	var err error
 	if *resume != "" {
-		for _, n := range []string{"preset", "variants", "seeds", "iters", "bases", "ways", "shots", "eval-tasks", "minutes", "out", "run", "model", "models-dir", "set"} {
-			if set[n] {
-				return fail(stderr, fmt.Errorf("experiment: --%s cannot be changed when resuming (the experiment keeps its settings); only --data, --quiet and the engine's flags can", n))
-			}
+		if err := checkResume(fs, set); err != nil {
+			return fail(stderr, err)
 		}
 		m, err := experiments.LoadManifest(*resume)
 		if err != nil {
@@ -103,6 +81,9 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		}
 		o, dir, ov = m.Options, *resume, m.Overrides
 	} else {
+		if err := knownPresetAndVariant(*preset, ""); err != nil {
+			return fail(stderr, fmt.Errorf("experiment: %w", err))
+		}
 		if name == "" {
 			return fail(stderr, fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))
 		}
@@ -202,7 +183,8 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		}
 	}
 	if !*quiet {
-		r.Progress = progressLines(stdout)
+		budget, _ := engine.MinutesBudget(o.Minutes) // checked above, or recorded by the experiment
+		r.Progress = progressLines(stdout, budget)
 		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
 	}
 	// The experiment is a sweep underneath: its training runs are units
@@ -242,9 +224,9 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 }
 
 // progressLines prints a line when a run starts and ends, and a progress
-// line at most every two seconds while it trains. The Runner calls it on
-// the goroutine that called Run.
-func progressLines(w io.Writer) func(experiments.Progress) {
+// line at most every two seconds while it trains, its ETA bounded by each
+// run's budget. The Runner calls it on the goroutine that called Run.
+func progressLines(w io.Writer, budget time.Duration) func(experiments.Progress) {
 	return func(p experiments.Progress) {
 		at := fmt.Sprintf("[%d/%d] %s", p.Job, p.Jobs, p.Name)
 		switch p.Phase {
@@ -258,7 +240,7 @@ func progressLines(w io.Writer) func(experiments.Progress) {
 			fmt.Fprintf(w, "%s: training\n", at)
 		case experiments.PhaseStep:
 			s := p.Snapshot
-			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, engine.FormatRate(s.ItersPerSec), engine.FormatETA(engine.Remaining(s.Iter, s.Iters, s.ItersPerSec)))
+			fmt.Fprintf(w, "%s: iter %d/%d  loss %.4f  kl %.3f  %s  eta %s\n", at, s.Iter, s.Iters, s.Loss, s.KL, engine.FormatRate(s.ItersPerSec), engine.FormatETA(trainETA(*s, budget)))
 		case experiments.PhaseEval:
 			fmt.Fprintf(w, "%s: evaluating at %s\n", at, p.Key.Setting())
 		case experiments.PhaseDone:
@@ -304,13 +286,8 @@ func cmdReport(args []string, stdout, stderr *os.File) int {
 		dir, args = args[0], args[1:]
 	}
 	fs := newFlags("report")
-	_, err := parse(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, experimentUsage)
-			return 0
-		}
-		return fail(stderr, err)
+	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if dir == "" {
 		return fail(stderr, errors.New("report: name the experiment directory: mkbench report DIR"))

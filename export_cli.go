@@ -270,9 +270,10 @@ func writeTidy(w io.Writer, list []exportRun, format string, note func(string)) 
 }
 
 // exportTensorBoard writes an event file into each run of list from its
-// logs and checkpoints. A run that cannot be exported (in use, already
-// exported, unreadable) is noted and the others go on; the exit status
-// is then 1.
+// logs and checkpoints. A run that has event files already (every run
+// writes its own as it trains) is said to need nothing, unless force
+// rewrites them. A run that cannot be exported (in use, unreadable) is
+// noted and the others go on; the exit status is then 1.
 func exportTensorBoard(list []exportRun, force bool, data string, dataSet bool, stdout, stderr *os.File) int {
 	failed := 0
 	for _, r := range list {
@@ -302,8 +303,8 @@ func exportTensorBoard(list []exportRun, force bool, data string, dataSet bool, 
 // metrics.jsonl and val.jsonl row, and the ω histograms of its last and
 // best checkpoints, each at its iteration. It holds the run's lock, so
 // that no process trains it meanwhile. Old event files are replaced with
-// force, else the run is refused; they go only once the new file is
-// written whole.
+// force, else the run is left as it is and msg says so; they go only once
+// the new file is written whole.
 func exportEvents(dir string, force bool, data string) (msg string, notes []string, err error) {
 	lock, err := engine.LockRun(dir)
 	if err != nil {
@@ -315,7 +316,9 @@ func exportEvents(dir string, force bool, data string) (msg string, notes []stri
 		return "", nil, fmt.Errorf("export: %w", err)
 	}
 	if len(old) > 0 && !force {
-		return "", nil, fmt.Errorf("export: %s already has event files (%s); add --force to replace them", dir, filepath.Base(old[0]))
+		// A run writes its own event file as it trains: such a run needs
+		// nothing, which is not a failure.
+		return fmt.Sprintf("already has event files (%s): nothing to do (--force rewrites them)", filepath.Base(old[0])), nil, nil
 	}
 	metrics, vals, err := readLogs(dir, func(n string) { notes = append(notes, n) })
 	if err != nil {

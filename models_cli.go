@@ -34,8 +34,9 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 		return cmdModelsExport(args[1:], stdout, stderr)
 	}
 	fs := newFlags("models")
-	dir := fs.String("dir", "", "list the models in this folder instead of those shipped in mkbench")
+	dir := fs.String("models-dir", "", "list the models in this folder instead of those shipped in mkbench")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
+	fs.alias("dir", "models-dir") // its name before --models-dir was the one name everywhere
 	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -60,18 +61,23 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 		return 0
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "MODEL\tPRESET\tVARIANT\tTEST\tTRAINED\tITERATIONS\tPARAMETERS")
+	fmt.Fprintln(w, "MODEL\tPRESET\tVARIANT\tTEST\tTRAINED\tITERATIONS\tPARAMETERS\tSETTINGS")
 	for _, m := range list {
 		at := fmt.Sprintf("best %d", m.BestIter)
 		if m.Last {
 			at = "last"
 		}
 		// A models folder handed over names its models as it likes.
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (%s)\t%d\n", runfile.Printable(m.Name), runfile.Printable(m.Preset), runfile.Printable(m.Variant), m.Test, m.TrainSeconds/60, m.Iters, at, m.Params)
+		settings := "the preset's"
+		if len(m.Settings) > 0 {
+			settings = strings.Join(m.Settings, " ")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f min\t%d (%s)\t%d\t%s\n", runfile.Printable(m.Name), runfile.Printable(m.Preset), runfile.Printable(m.Variant), m.Test,
+			m.TrainSeconds/60, m.Iters, at, m.Params, runfile.Printable(settings))
 	}
 	if damaged != nil {
 		for _, d := range damaged.Damaged {
-			fmt.Fprintf(w, "%s\tdamaged (see the note above)\t\t\t\t\t\n", runfile.Printable(d.Name))
+			fmt.Fprintf(w, "%s\tdamaged (see the note above)\t\t\t\t\t\t\n", runfile.Printable(d.Name))
 		}
 	}
 	w.Flush()
@@ -84,17 +90,21 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	fs := newFlags("models export")
 	name := fs.String("name", "", "the model's name (default: the run's preset)")
-	dir := fs.String("dir", shippedDir, "the folder of models to write into")
+	dir := fs.String("models-dir", shippedDir, "the folder of models to write into")
 	data := fs.String("data", "", dataHelp)
 	force := fs.Bool("force", false, "replace a model of that name the folder already holds (it is kept until the new one is in place)")
-	shift := fs.Int("support-shift", 0, "image classification: the model evaluates with each support image joined by its copies shifted by up to this many pixels (eval_support_shift, chosen after training with mkbench eval --val --support-shift; default: the run's)")
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--dir DIR] [--force] [--support-shift R]"))
+	shift := fs.Int("support-shift", 0, "image classification: sets the model's eval_support_shift: it evaluates with each support image joined by its copies shifted by up to this many pixels (chosen after training with mkbench eval --val --support-shift; default: the run's)")
+	fs.alias("dir", "models-dir") // its name before --models-dir was the one name everywhere
+	var run string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		run, args = args[0], args[1:]
 	}
-	run := args[0]
-	set, code, ok := parseArgs(fs, args[1:], stdout, stderr)
+	set, code, ok := parseArgs(fs, args, stdout, stderr)
 	if !ok {
 		return code
+	}
+	if run == "" {
+		return fail(stderr, errors.New("models export: give the run directory first: mkbench models export RUN [--name NAME] [--models-dir DIR] [--force] [--support-shift R]"))
 	}
 	// Read under the run's lock, so that no run writes it meanwhile; a run
 	// on read-only media is read without.
@@ -132,7 +142,7 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 		if err != nil {
 			return engine.EvalResult{}, err
 		}
-		ev, _, err := presets.EvaluateModel(ck, srcs, c.EvalTasks, evalProgress(stderr))
+		ev, _, err := presets.EvaluateModel(ck, srcs, c.EvalTasks, evalProgress(stderr, ""))
 		return ev, err
 	})
 	if err != nil {

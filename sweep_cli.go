@@ -18,30 +18,13 @@ import (
 	"github.com/mkbench/mkbench/presets"
 )
 
-const sweepUsage = `Usage:
-  mkbench sweep plan FILE [--json]       list the units and their estimated cost; runs nothing
-  mkbench sweep run FILE [--out DIR] [--engine local|slurm] [--jobs K] [--wait] [--dry-run] [--data DIR]
-  mkbench sweep status DIR [--json]      units done / running / pending / failed, with Slurm's states
-  mkbench sweep resume DIR [--engine local|slurm] [--jobs K] [--wait] [--retry-failed]
-                                         continue the stopped units; --retry-failed: the failed ones too
-  mkbench sweep cancel DIR               stop every unit (each saves a checkpoint first)
-  mkbench sweep work DIR --index I       run one unit (what each Slurm array task runs)
-  mkbench report DIR                     results.json/csv/md and figures of what has finished
-
-A sweep file (YAML) names presets, variants, seeds, iters or minutes, eval_tasks, a grid of
-settings (every combination) and slurm options; see the README's Sweeps section.
-The local engine runs K units at a time here (default: one per core). The slurm engine
-submits a job array; the mkbench binary, the sweep directory and the data must be on
-storage every node sees.
-`
-
 // sweepPoll is how often --wait and the local engine's summary look at
 // the units.
 var sweepPoll = 5 * time.Second
 
 func cmdSweep(args []string, stdout, stderr *os.File) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, sweepUsage)
+		writeHelp(stdout, newFlags("sweep"))
 		return 0
 	}
 	sub, args := args[0], args[1:]
@@ -63,15 +46,14 @@ func cmdSweep(args []string, stdout, stderr *os.File) int {
 	case "work":
 		return cmdSweepWork(target, args, stdout, stderr)
 	}
-	return fail(stderr, fmt.Errorf("sweep: unknown command %q (plan, run, status, resume, cancel, work; see mkbench sweep help)", sub))
+	return unknownName(stderr, "sweep command", sub, subcommands("sweep"), "sweep")
 }
 
 // sweepFlags parses a sweep command's flags; ok false means done (code).
-func sweepFlags(fs *flag.FlagSet, target, what string, args []string, stdout, stderr *os.File) (map[string]bool, int, bool) {
+func sweepFlags(fs *flagSet, target, what string, args []string, stdout, stderr *os.File) (map[string]bool, int, bool) {
 	set, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, sweepUsage)
-		flagHelp(fs, stdout)
+		writeHelp(stdout, fs)
 		return nil, 0, false
 	}
 	if err == nil && target == "" {
@@ -200,7 +182,7 @@ func formatSeconds(s float64) string {
 }
 
 // engineFlags adds --engine, --jobs and --wait.
-func engineFlags(fs *flag.FlagSet) (engineName *string, jobs *int, wait *bool) {
+func engineFlags(fs *flagSet) (engineName *string, jobs *int, wait *bool) {
 	engineName = fs.String("engine", "", "local (K units at a time on this machine) or slurm (a job array submitted with sbatch) (default local; resume: the sweep's)")
 	jobs = fs.Int("jobs", 0, "local engine: units at a time (default: the number of cores); each gets cores/K threads")
 	wait = fs.Bool("wait", false, "slurm engine: follow the units until all are done (exit 0) or some failed (exit 1)")

@@ -218,7 +218,7 @@ func cmdSweepCancel(dir string, args []string, stdout, stderr *os.File) int {
 
 func cmdSweepWork(dir string, args []string, stdout, stderr *os.File) int {
 	fs := newFlags("sweep work")
-	index := fs.Int("index", -1, "the unit's index ($SLURM_ARRAY_TASK_ID)")
+	index := fs.Int("index", -1, "the unit's index, from 0 (required; a Slurm array task passes $SLURM_ARRAY_TASK_ID)")
 	lockWait := fs.Duration("lock-wait", 10*time.Minute, "how long to wait for a unit another live worker holds")
 	set, code, ok := sweepFlags(fs, dir, "sweep directory DIR", args, stdout, stderr)
 	if !ok {
