@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // writeShapes writes a folder family of classes × perClass small images:
@@ -77,9 +79,9 @@ func TestFolderPresetAndCrossDomainEval(t *testing.T) {
 	grey := t.TempDir()
 	writeShapes(t, grey, 6, 5, true)
 	omni := filepath.Join(t.TempDir(), "omni-run")
-	if out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--iters", "2", "--set", "conv_filters=4", "--eval-tasks", "2",
+	if out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--data", testutil.Data(t, "omniglot"), "--iters", "2", "--set", "conv_filters=4", "--eval-tasks", "2",
 		"--set", "val_every=0", "--out", omni, "--quiet"); code != 0 {
-		t.Skipf("no Omniglot run here (exit %d): %s%s", code, out, e)
+		t.Fatalf("omniglot run (exit %d): %s%s", code, out, e)
 	}
 	out, e, code = mkbench(t, "eval", "--run", omni, "--folder", grey, "--eval-tasks", "10", "--query", "3")
 	if code != 0 || !strings.Contains(out, "accuracy") || !strings.Contains(out, "read as omniglot images") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 const mdFixtures = "datasets/testdata/metadataset"
@@ -32,7 +33,7 @@ func TestMetaDatasetVaryingRunResumes(t *testing.T) {
 	if out, e, code := mkbench(t, "run", "--resume", split, "--iters", "8", "--quiet"); code != 0 {
 		t.Fatalf("resume (exit %d): %s%s", code, out, e)
 	}
-	if a, b := readAll(t, filepath.Join(ref, engine.FileMetrics)), readAll(t, filepath.Join(split, engine.FileMetrics)); string(a) != string(b) {
+	if a, b := testutil.ReadFile(t, filepath.Join(ref, engine.FileMetrics)), testutil.ReadFile(t, filepath.Join(split, engine.FileMetrics)); string(a) != string(b) {
 		t.Errorf("metrics of the resumed run differ from the uninterrupted run's:\n%s\n%s", a, b)
 	}
 	// Read from the records as images are drawn (as ILSVRC is), the run
@@ -43,7 +44,7 @@ func TestMetaDatasetVaryingRunResumes(t *testing.T) {
 		t.Fatalf("streamed run (exit %d): %s%s", code, out, e)
 	}
 	os.Unsetenv("MKBENCH_MD_STREAM")
-	if a, b := readAll(t, filepath.Join(ref, engine.FileMetrics)), readAll(t, filepath.Join(streamed, engine.FileMetrics)); string(a) != string(b) {
+	if a, b := testutil.ReadFile(t, filepath.Join(ref, engine.FileMetrics)), testutil.ReadFile(t, filepath.Join(streamed, engine.FileMetrics)); string(a) != string(b) {
 		t.Errorf("metrics of the streamed run differ:\n%s\n%s", a, b)
 	}
 	var sum struct {
@@ -51,7 +52,7 @@ func TestMetaDatasetVaryingRunResumes(t *testing.T) {
 		BySource map[string]*engine.EvalResult `json:"eval_by_source"`
 		Config   engine.Config                 `json:"config"`
 	}
-	if err := json.Unmarshal(readAll(t, filepath.Join(ref, engine.FileSummary)), &sum); err != nil {
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(ref, engine.FileSummary)), &sum); err != nil {
 		t.Fatal(err)
 	}
 	// tiny_plain's test split has 3 classes, fewer than the 5 ways an
@@ -65,7 +66,7 @@ func TestMetaDatasetVaryingRunResumes(t *testing.T) {
 	var ssum struct {
 		Eval engine.EvalResult `json:"eval"`
 	}
-	if err := json.Unmarshal(readAll(t, filepath.Join(streamed, engine.FileSummary)), &ssum); err != nil || ssum.Eval.Mean != sum.Eval.Mean {
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(streamed, engine.FileSummary)), &ssum); err != nil || ssum.Eval.Mean != sum.Eval.Mean {
 		t.Errorf("streamed run's evaluation %+v (%v), the decoded run's %+v", ssum.Eval, err, sum.Eval)
 	}
 	// Re-evaluation reads the recorded sources and draws the same episodes.

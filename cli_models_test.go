@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mkbench/mkbench/internal/testutil"
 	"github.com/mkbench/mkbench/presets/models"
 )
 
@@ -17,10 +18,11 @@ import (
 // runs root moved aside); a damaged or missing model and an oversized
 // one are each one error.
 func TestModelsExportListEval(t *testing.T) {
+	data := testutil.Data(t, "omniglot")
 	root := t.TempDir()
 	run, lib := filepath.Join(root, "run"), filepath.Join(root, "models")
 	small := []string{"--set", "conv_filters=4", "--set", "infer_hidden=16", "--set", "prior_hidden=16", "--set", "flow_hidden=16", "--set", "bases=32"}
-	args := append([]string{"run", "--preset", "omniglot-5w1s", "--iters", "4", "--eval-tasks", "20", "--set", "val_every=2", "--set", "val_tasks=5", "--out", run, "--quiet"}, small...)
+	args := append([]string{"run", "--preset", "omniglot-5w1s", "--data", data, "--iters", "4", "--eval-tasks", "20", "--set", "val_every=2", "--set", "val_tasks=5", "--out", run, "--quiet"}, small...)
 	if out, e, code := mkbench(t, args...); code != 0 {
 		t.Fatalf("run (exit %d): %s%s", code, out, e)
 	}
@@ -36,13 +38,13 @@ func TestModelsExportListEval(t *testing.T) {
 	// A damaged summary.json is refused before the evaluation, and the
 	// model exported before stays as it was.
 	sumPath := filepath.Join(run, "summary.json")
-	sumBytes := readAll(t, sumPath)
-	infoBefore := readAll(t, filepath.Join(lib, "tiny", "model.json"))
+	sumBytes := testutil.ReadFile(t, sumPath)
+	infoBefore := testutil.ReadFile(t, filepath.Join(lib, "tiny", "model.json"))
 	os.WriteFile(sumPath, sumBytes[:len(sumBytes)/2], 0o644)
 	if _, e, code := mkbench(t, "models", "export", run, "--name", "tiny", "--dir", lib, "--force"); code == 0 || !strings.Contains(e, "summary.json is damaged") {
 		t.Errorf("export with a damaged summary.json (exit %d): %s", code, e)
 	}
-	if string(readAll(t, filepath.Join(lib, "tiny", "model.json"))) != string(infoBefore) {
+	if string(testutil.ReadFile(t, filepath.Join(lib, "tiny", "model.json"))) != string(infoBefore) {
 		t.Error("a refused export changed the model exported before")
 	}
 	os.WriteFile(sumPath, sumBytes, 0o644)
@@ -103,7 +105,7 @@ func TestModelsExportListEval(t *testing.T) {
 	if out, e, code := mkbench(t, "models", "export", run, "--name", "tiny-shift", "--dir", lib, "--support-shift", "1"); code != 0 {
 		t.Fatalf("export --support-shift 1 (exit %d): %s%s", code, out, e)
 	}
-	if info := string(readAll(t, filepath.Join(lib, "tiny-shift", "model.json"))); !strings.Contains(info, `"eval_support_shift=1"`) {
+	if info := string(testutil.ReadFile(t, filepath.Join(lib, "tiny-shift", "model.json"))); !strings.Contains(info, `"eval_support_shift=1"`) {
 		t.Errorf("model.json of a model exported with --support-shift 1: %s", info)
 	}
 	if out, e, code := mkbench(t, "eval", "--model", "tiny-shift", "--models-dir", lib); code != 0 || !strings.Contains(out, "(9 images each)") || !strings.Contains(out, "matches the model's recorded test result") {
@@ -130,7 +132,7 @@ func TestModelsExportListEval(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "10") {
 		t.Fatalf("experiment versatility --model (exit %d): %s%s", code, out, e)
 	}
-	if csv := string(readAll(t, filepath.Join(exp, "results.csv"))); strings.Count(csv, "\n") < 3 {
+	if csv := string(testutil.ReadFile(t, filepath.Join(exp, "results.csv"))); strings.Count(csv, "\n") < 3 {
 		t.Errorf("results.csv: %s", csv)
 	}
 	// A newer mkbench ships the model retrained: the copy an earlier one
@@ -147,7 +149,7 @@ func TestModelsExportListEval(t *testing.T) {
 	if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), "held an earlier model tiny: moved to "+earlier+".replaced-") {
 		t.Errorf("versatility over an earlier copy of the model (%v): %s", err, stderr.String())
 	}
-	if aside, _ := filepath.Glob(earlier + ".replaced-*"); len(aside) != 1 || string(readAll(t, filepath.Join(aside[0], "model.mkbm"))) != "an earlier tiny" {
+	if aside, _ := filepath.Glob(earlier + ".replaced-*"); len(aside) != 1 || string(testutil.ReadFile(t, filepath.Join(aside[0], "model.mkbm"))) != "an earlier tiny" {
 		t.Errorf("the earlier copy was not kept aside: %v", aside)
 	}
 	if _, e, code := mkbench(t, "experiment", "ablation", "--model", "tiny", "--models-dir", lib, "--out", filepath.Join(root, "x")); code == 0 || !strings.Contains(e, "versatility") {
@@ -172,7 +174,7 @@ func TestModelsExportListEval(t *testing.T) {
 	// The paper's architecture is 3.2 M parameters: over the 8 MB a model
 	// may take in float32.
 	big := filepath.Join(root, "big")
-	if out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--iters", "1", "--eval-tasks", "1", "--set", "val_every=0", "--out", big, "--quiet"); code != 0 {
+	if out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--data", data, "--iters", "1", "--eval-tasks", "1", "--set", "val_every=0", "--out", big, "--quiet"); code != 0 {
 		t.Fatalf("big run (exit %d): %s%s", code, out, e)
 	}
 	if _, e, code := mkbench(t, "models", "export", big, "--dir", lib); code == 0 || !strings.Contains(e, "over the 8 MB") {
@@ -184,9 +186,10 @@ func TestModelsExportListEval(t *testing.T) {
 // (train_split=trainval) does not validate: its export is its last
 // parameters, listed as such, and evaluates to its recorded result.
 func TestModelsExportLastParameters(t *testing.T) {
+	data := testutil.Data(t, "omniglot")
 	root := t.TempDir()
 	run, lib := filepath.Join(root, "run"), filepath.Join(root, "models")
-	args := []string{"run", "--preset", "omniglot-5w1s", "--iters", "3", "--eval-tasks", "10", "--set", "train_split=trainval", "--set", "val_every=0",
+	args := []string{"run", "--preset", "omniglot-5w1s", "--data", data, "--iters", "3", "--eval-tasks", "10", "--set", "train_split=trainval", "--set", "val_every=0",
 		"--set", "conv_filters=4", "--set", "infer_hidden=16", "--set", "prior_hidden=16", "--set", "flow_hidden=16", "--set", "bases=32", "--out", run, "--quiet"}
 	if out, e, code := mkbench(t, args...); code != 0 {
 		t.Fatalf("run (exit %d): %s%s", code, out, e)
@@ -194,7 +197,7 @@ func TestModelsExportLastParameters(t *testing.T) {
 	if out, e, code := mkbench(t, "models", "export", run, "--name", "tv", "--dir", lib); code != 0 {
 		t.Fatalf("export (exit %d): %s%s", code, out, e)
 	}
-	info := string(readAll(t, filepath.Join(lib, "tv", "model.json")))
+	info := string(testutil.ReadFile(t, filepath.Join(lib, "tv", "model.json")))
 	if !strings.Contains(info, `"last": true`) || !strings.Contains(info, `"train_split=\"trainval\""`) {
 		t.Errorf("model.json of a run without validation: %s", info)
 	}
@@ -232,7 +235,7 @@ func TestShippedModelsInREADME(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(readAll(t, "README.md"))
+	readme := string(testutil.ReadFile(t, "README.md"))
 	out, e, code := mkbench(t, "models")
 	if code != 0 {
 		t.Fatalf("models (exit %d): %s", code, e)
@@ -255,6 +258,7 @@ func TestShippedModelsReproduce(t *testing.T) {
 	if os.Getenv("MKBENCH_LONG") == "" {
 		t.Skip("set MKBENCH_LONG=1 to evaluate every shipped model on its 3,000 test episodes")
 	}
+	testutil.Data(t, "omniglot") // the shipped models are Omniglot's
 	list, err := models.Shipped().List()
 	if err != nil {
 		t.Fatal(err)

@@ -5,28 +5,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// omniglotData is the developers' Omniglot copy; CI must have it.
-func omniglotData(t *testing.T) string {
-	dir, err := filepath.Abs("../shared/data/omniglot")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI needs the Omniglot data at %s: %v", dir, err)
-		}
-		t.Skipf("no Omniglot data at %s", dir)
-	}
-	return dir
-}
+	"github.com/mkbench/mkbench/internal/testutil"
+)
 
 // An Omniglot run from the command line: trains, validates, keeps the best
 // parameters and tests them on the test split; eval reproduces the number
 // and evaluates at another way and shot.
 func TestOmniglotRunAndEval(t *testing.T) {
-	data := omniglotData(t)
+	data := testutil.Data(t, "omniglot")
 	dir := filepath.Join(t.TempDir(), "run")
 	so, se, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--variant", "rbf", "--iters", "4", "--val-every", "2",
 		"--val-tasks", "6", "--eval-tasks", "6", "--data", data, "--out", dir, "--quiet")
@@ -90,16 +77,6 @@ func TestOmniglotBadInput(t *testing.T) {
 // than the model is validated and tested on; a train_way below the way,
 // a negative train_shot and a train_shot for regression are refused.
 func TestTrainWayRun(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "tw")
-	out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--set", "train_way=10", "--set", "train_shot=3", "--iters", "3", "--set", "conv_filters=4",
-		"--eval-tasks", "3", "--set", "val_every=2", "--set", "val_tasks=2", "--out", dir, "--quiet")
-	if code != 0 {
-		t.Fatalf("run (exit %d): %s%s", code, out, e)
-	}
-	if cfg := string(readAll(t, filepath.Join(dir, "config.json"))); !strings.Contains(cfg, `"train_way": 10`) || !strings.Contains(cfg, `"way": 5`) ||
-		!strings.Contains(cfg, `"train_shot": 3`) || !strings.Contains(cfg, `"shot": 1`) {
-		t.Errorf("config.json: %s", cfg)
-	}
 	for _, c := range []struct{ preset, set, want string }{
 		{"omniglot-5w1s", "train_way=3", "train_way must be at least way (5)"},
 		{"omniglot-5w1s", "train_shot=-1", "train_shot must be ≥ 1"},
@@ -108,5 +85,16 @@ func TestTrainWayRun(t *testing.T) {
 		if _, e, code := mkbench(t, "run", "--preset", c.preset, "--set", c.set, "--iters", "1", "--out", filepath.Join(t.TempDir(), "x")); code == 0 || !strings.Contains(e, c.want) {
 			t.Errorf("%s %s (exit %d): %s", c.preset, c.set, code, e)
 		}
+	}
+	data := testutil.Data(t, "omniglot")
+	dir := filepath.Join(t.TempDir(), "tw")
+	out, e, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--data", data, "--set", "train_way=10", "--set", "train_shot=3", "--iters", "3", "--set", "conv_filters=4",
+		"--eval-tasks", "3", "--set", "val_every=2", "--set", "val_tasks=2", "--out", dir, "--quiet")
+	if code != 0 {
+		t.Fatalf("run (exit %d): %s%s", code, out, e)
+	}
+	if cfg := string(testutil.ReadFile(t, filepath.Join(dir, "config.json"))); !strings.Contains(cfg, `"train_way": 10`) || !strings.Contains(cfg, `"way": 5`) ||
+		!strings.Contains(cfg, `"train_shot": 3`) || !strings.Contains(cfg, `"shot": 1`) {
+		t.Errorf("config.json: %s", cfg)
 	}
 }

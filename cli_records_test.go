@@ -9,6 +9,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // The tests of what mkbench may write and remove: only its own files, a
@@ -29,7 +30,7 @@ func sineRun(t *testing.T) string {
 // them, and replaces an existing file only with --force.
 func TestExportOutNeverOverwritesARun(t *testing.T) {
 	dir := sineRun(t)
-	ck := readAll(t, filepath.Join(dir, engine.FileCheckpoint))
+	ck := testutil.ReadFile(t, filepath.Join(dir, engine.FileCheckpoint))
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(dir, link); err != nil {
 		t.Fatal(err)
@@ -48,7 +49,7 @@ func TestExportOutNeverOverwritesARun(t *testing.T) {
 		so, se, code := mkbench(t, args...)
 		oneLineError(t, "export --out "+out, so, se, code, "never writes over")
 	}
-	if string(readAll(t, filepath.Join(dir, engine.FileCheckpoint))) != string(ck) {
+	if string(testutil.ReadFile(t, filepath.Join(dir, engine.FileCheckpoint))) != string(ck) {
 		t.Fatal("export overwrote the run's checkpoint")
 	}
 	out := filepath.Join(t.TempDir(), "table.csv")
@@ -58,10 +59,10 @@ func TestExportOutNeverOverwritesARun(t *testing.T) {
 	os.WriteFile(out, []byte("mine"), 0o644)
 	so, se, code := mkbench(t, "export", dir, "--format", "csv", "--out", out)
 	oneLineError(t, "export to an existing file", so, se, code, "add --force")
-	if string(readAll(t, out)) != "mine" {
+	if string(testutil.ReadFile(t, out)) != "mine" {
 		t.Fatal("a refused export changed the file")
 	}
-	if _, se, code := mkbench(t, "export", dir, "--format", "csv", "--out", out, "--force"); code != 0 || string(readAll(t, out)) == "mine" {
+	if _, se, code := mkbench(t, "export", dir, "--format", "csv", "--out", out, "--force"); code != 0 || string(testutil.ReadFile(t, out)) == "mine" {
 		t.Fatalf("export --force: %d %s", code, se)
 	}
 }
@@ -71,7 +72,7 @@ func TestExportOutNeverOverwritesARun(t *testing.T) {
 func TestExportNotesDamagedRows(t *testing.T) {
 	dir := sineRun(t)
 	path := filepath.Join(dir, engine.FileMetrics)
-	lines := strings.SplitAfter(string(readAll(t, path)), "\n")
+	lines := strings.SplitAfter(string(testutil.ReadFile(t, path)), "\n")
 	garbled := lines[0] + "{\"iter\": 7, garbage\n" + strings.Join(lines[1:], "")
 	os.WriteFile(path, []byte(garbled), 0o644)
 	so, se, code := mkbench(t, "export", dir, "--format", "csv")
@@ -104,12 +105,12 @@ func TestResumeWithoutCheckpointRefusedForAValidatedRun(t *testing.T) {
 	os.Remove(filepath.Join(dir, engine.FileCheckpoint))
 	os.Remove(filepath.Join(dir, engine.FileSummary))                                       // lost too, or stopped during the final evaluation
 	os.WriteFile(filepath.Join(dir, engine.FileBest), []byte("the best parameters"), 0o600) // as a validated run has
-	metrics := readAll(t, filepath.Join(dir, engine.FileMetrics))
+	metrics := testutil.ReadFile(t, filepath.Join(dir, engine.FileMetrics))
 	so, se, code := mkbench(t, "run", "--resume", dir, "--quiet")
 	if code == 0 || !strings.Contains(se, "mkbench eval --run") {
 		t.Fatalf("resume without the checkpoint: exit %d, %q %q", code, so, se)
 	}
-	if string(readAll(t, filepath.Join(dir, engine.FileMetrics))) != string(metrics) || string(readAll(t, filepath.Join(dir, engine.FileBest))) != "the best parameters" {
+	if string(testutil.ReadFile(t, filepath.Join(dir, engine.FileMetrics))) != string(metrics) || string(testutil.ReadFile(t, filepath.Join(dir, engine.FileBest))) != "the best parameters" {
 		t.Fatal("the refused resume changed the run's files")
 	}
 	// The way out it names: --start-over trains again from iteration 0,
@@ -118,8 +119,8 @@ func TestResumeWithoutCheckpointRefusedForAValidatedRun(t *testing.T) {
 		t.Fatalf("--start-over (exit %d): %s%s", code, so, se)
 	}
 	aside, _ := filepath.Glob(filepath.Join(dir, "stopped-*"))
-	if len(aside) != 1 || string(readAll(t, filepath.Join(aside[0], engine.FileMetrics))) != string(metrics) ||
-		string(readAll(t, filepath.Join(aside[0], engine.FileBest))) != "the best parameters" {
+	if len(aside) != 1 || string(testutil.ReadFile(t, filepath.Join(aside[0], engine.FileMetrics))) != string(metrics) ||
+		string(testutil.ReadFile(t, filepath.Join(aside[0], engine.FileBest))) != "the best parameters" {
 		t.Fatalf("the old record was not kept whole beside the new run: %v", aside)
 	}
 	if _, err := os.Stat(filepath.Join(dir, engine.FileSummary)); err != nil {
@@ -183,10 +184,10 @@ func TestModelsExportForceAndDamagedListing(t *testing.T) {
 	if so, se, code := mkbench(t, "models", "export", run, "--name", "m", "--dir", lib); code != 0 {
 		t.Fatalf("export (exit %d): %s%s", code, so, se)
 	}
-	info := readAll(t, filepath.Join(lib, "m", "model.json"))
+	info := testutil.ReadFile(t, filepath.Join(lib, "m", "model.json"))
 	so, se, code := mkbench(t, "models", "export", run, "--name", "m", "--dir", lib)
 	oneLineError(t, "export to an existing name", so, se, code, "add --force")
-	if string(readAll(t, filepath.Join(lib, "m", "model.json"))) != string(info) {
+	if string(testutil.ReadFile(t, filepath.Join(lib, "m", "model.json"))) != string(info) {
 		t.Fatal("a refused export changed the model")
 	}
 	if so, se, code := mkbench(t, "models", "export", run, "--name", "m", "--dir", lib, "--force"); code != 0 || !strings.Contains(se, "replaced") {

@@ -10,6 +10,7 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/testutil"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -121,12 +122,16 @@ func BenchmarkUnitDataLoad(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := presets.NewSources(p.Source, cfg, ""); err != nil {
-				b.Skip(err) // no data here
+			data := ""
+			if p.Source == "omniglot" {
+				data = testutil.Data(b, "omniglot")
+			}
+			if _, err := presets.NewSources(p.Source, cfg, data); err != nil {
+				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for range b.N {
-				if _, err := presets.NewSources(p.Source, cfg, ""); err != nil {
+				if _, err := presets.NewSources(p.Source, cfg, data); err != nil {
 					b.Fatal(err)
 				}
 			}

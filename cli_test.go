@@ -17,6 +17,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 var binary string
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
-	code := m.Run()
+	// The binary the tests run inherits the temporary data-set cache.
+	code := testutil.TempCache(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -165,7 +167,7 @@ func TestRunThenEvalReproduces(t *testing.T) {
 		t.Fatalf("run failed: %s %s", so, se)
 	}
 	var sum map[string]any
-	if err := json.Unmarshal(readAll(t, filepath.Join(dir, engine.FileSummary)), &sum); err != nil {
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(dir, engine.FileSummary)), &sum); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"preset", "variant", "seed", "iters", "train_seconds", "ms_per_iter", "eval"} {
@@ -179,7 +181,7 @@ func TestRunThenEvalReproduces(t *testing.T) {
 			t.Errorf("summary.json eval lacks %q", k)
 		}
 	}
-	lines := strings.Split(strings.TrimSpace(string(readAll(t, filepath.Join(dir, engine.FileMetrics)))), "\n")
+	lines := strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, filepath.Join(dir, engine.FileMetrics)))), "\n")
 	if len(lines) != 4 {
 		t.Fatalf("want 4 metrics rows for 40 iterations, got %d", len(lines))
 	}
@@ -253,15 +255,6 @@ func waitForRows(t *testing.T, cmd *exec.Cmd, path string) {
 
 func fmtInt(n int) string { return strconv.Itoa(n) }
 
-func readAll(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // --set overrides any preset setting on run, tui and experiment; a bad
 // key or value, or a flag and a --set of the same key, is one error line
 // naming each.
@@ -307,7 +300,7 @@ func TestSetOverrides(t *testing.T) {
 	var cfg struct {
 		Config engine.Config `json:"config"`
 	}
-	if err := json.Unmarshal(readAll(t, filepath.Join(dir, engine.FileConfig)), &cfg); err != nil {
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(dir, engine.FileConfig)), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if c := cfg.Config; c.LR != 0.0005 || c.ClipNorm != 1 || c.Iters != 20 || c.EvalTasks != 5 || !slices.Equal(c.EmbedHidden, []int{32, 32}) {
@@ -320,7 +313,7 @@ func TestSetOverrides(t *testing.T) {
 		"--eval-tasks", "2", "--set", "lr=0.0005", "--quiet", "--out", exp); code != 0 {
 		t.Fatalf("experiment with --set: exit %d: %s %s", code, so, se)
 	}
-	if err := json.Unmarshal(readAll(t, filepath.Join(exp, "runs", "rbf-s1", engine.FileConfig)), &cfg); err != nil {
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(exp, "runs", "rbf-s1", engine.FileConfig)), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Config.LR != 0.0005 {
@@ -428,9 +421,9 @@ func TestNohupRunTrainsThroughHangup(t *testing.T) {
 	defer cmd.Process.Kill()
 	waitForRows(t, cmd, metrics)
 	cmd.Process.Signal(syscall.SIGHUP) // nohup has exec'd mkbench: same process
-	before := len(readAll(t, metrics))
+	before := len(testutil.ReadFile(t, metrics))
 	time.Sleep(1500 * time.Millisecond)
-	if after := len(readAll(t, metrics)); after <= before {
+	if after := len(testutil.ReadFile(t, metrics)); after <= before {
 		t.Fatalf("the run stopped logging after SIGHUP under nohup (%d → %d bytes); stderr %q", before, after, se.String())
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -457,20 +450,20 @@ func TestResumeBeforeFirstCheckpointAndAfterTheEnd(t *testing.T) {
 	for _, f := range []string{engine.FileCheckpoint, engine.FileSummary} {
 		os.Remove(filepath.Join(dir, f))
 	}
-	os.WriteFile(filepath.Join(dir, engine.FileMetrics), readAll(t, filepath.Join(ref, engine.FileMetrics))[:40], 0o644)
+	os.WriteFile(filepath.Join(dir, engine.FileMetrics), testutil.ReadFile(t, filepath.Join(ref, engine.FileMetrics))[:40], 0o644)
 	_, stderr, code := mkbench(t, "run", "--resume", dir, "--quiet")
 	if code != 0 || !strings.Contains(stderr, "no checkpoint") {
 		t.Fatalf("resume without a checkpoint: %d %q", code, stderr)
 	}
-	if a, b := readAll(t, filepath.Join(dir, engine.FileMetrics)), readAll(t, filepath.Join(ref, engine.FileMetrics)); string(a) != string(b) {
+	if a, b := testutil.ReadFile(t, filepath.Join(dir, engine.FileMetrics)), testutil.ReadFile(t, filepath.Join(ref, engine.FileMetrics)); string(a) != string(b) {
 		t.Fatalf("restarted run's metrics differ from an uninterrupted run's")
 	}
-	sum := readAll(t, filepath.Join(dir, engine.FileSummary))
+	sum := testutil.ReadFile(t, filepath.Join(dir, engine.FileSummary))
 	stdout, stderr, code := mkbench(t, "run", "--resume", dir)
 	if code != 0 || !strings.Contains(stdout, "already finished") {
 		t.Fatalf("resume of a finished run: %d %q %q", code, stdout, stderr)
 	}
-	if string(readAll(t, filepath.Join(dir, engine.FileSummary))) != string(sum) {
+	if string(testutil.ReadFile(t, filepath.Join(dir, engine.FileSummary))) != string(sum) {
 		t.Fatal("resuming a finished run rewrote summary.json")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // Every bad experiment or report input gives one clear line on stderr and
@@ -86,13 +87,13 @@ func TestExperimentAblationThenReport(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	md := readAll(t, filepath.Join(dir, experiments.FileMarkdown))
+	md := testutil.ReadFile(t, filepath.Join(dir, experiments.FileMarkdown))
 	os.RemoveAll(filepath.Join(dir, "figures"))
 	so, se, code = mkbench(t, "report", dir)
 	if code != 0 || !strings.Contains(so, "| method |") {
 		t.Fatalf("report: exit %d: %s %s", code, so, se)
 	}
-	if !bytes.Equal(md, readAll(t, filepath.Join(dir, experiments.FileMarkdown))) {
+	if !bytes.Equal(md, testutil.ReadFile(t, filepath.Join(dir, experiments.FileMarkdown))) {
 		t.Error("report changed results.md")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "figures", "sine-fits.svg")); err != nil {
@@ -166,11 +167,11 @@ func TestExperimentKeepsItsOverrides(t *testing.T) {
 		t.Fatalf("experiment: %d %s", code, stderr)
 	}
 	var m experiments.Manifest
-	data := readAll(t, filepath.Join(dir, experiments.FileExperiment))
+	data := testutil.ReadFile(t, filepath.Join(dir, experiments.FileExperiment))
 	if err := json.Unmarshal(data, &m); err != nil || m.Overrides["lr"] != 0.0005 {
 		t.Fatalf("experiment.json overrides %v (%v)", m.Overrides, err)
 	}
-	cfg := readAll(t, filepath.Join(dir, experiments.DirRuns, "vrf-s1", engine.FileConfig))
+	cfg := testutil.ReadFile(t, filepath.Join(dir, experiments.DirRuns, "vrf-s1", engine.FileConfig))
 	if !strings.Contains(string(cfg), `"lr": 0.0005`) {
 		t.Fatalf("the run's config.json does not have the override:\n%s", cfg)
 	}

@@ -13,24 +13,15 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
-// mdSpecsDir is the developers' copy of Meta-Dataset's ten released spec
-// files (<source>_dataset_spec.json). Without it the tests that read them
-// skip, except in CI (CI=true), where a missing copy must fail.
+// mdSpecsDir is the folder of Meta-Dataset's ten released spec files
+// (<source>_dataset_spec.json); without it the tests that read them skip
+// (fail with CI=true).
 func mdSpecsDir(tb testing.TB) string {
 	tb.Helper()
-	dir := filepath.Join("..", "..", "shared", "data", "metadataset", "specs")
-	if d := os.Getenv("MKBENCH_DATA"); d != "" {
-		dir = filepath.Join(d, "metadataset", "specs")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ilsvrc_2012_dataset_spec.json")); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("Meta-Dataset spec files missing in CI: %v", err)
-		}
-		tb.Skipf("Meta-Dataset spec files not available: %v", err)
-	}
-	return dir
+	return filepath.Join(testutil.Data(tb, "metadataset"), "specs")
 }
 
 // mdSources are the ten sources, in the notes' order.

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // fakeMini is a miniImageNet in the distributed layout: dir/images/<file>
@@ -126,12 +128,9 @@ func TestMiniImageNetEmbeddedSplit(t *testing.T) {
 		t.Fatal("license text missing")
 	}
 	// The embedded copies are the developers' shared files, byte for byte.
-	dir := filepath.Join("..", "..", "shared", "data", "miniimagenet", "splits", "ravi")
+	dir := filepath.Join(testutil.Data(t, "miniimagenet"), "splits", "ravi")
 	for _, name := range miniSplitFiles {
-		shared, err := os.ReadFile(filepath.Join(dir, name+".csv"))
-		if err != nil {
-			t.Skipf("shared split files not available: %v", err)
-		}
+		shared := testutil.ReadFile(t, filepath.Join(dir, name+".csv"))
 		embedded, err := gunzipEmbedded(raviSplits, "splits/ravi/"+name+".csv.gz")
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // encodePNG1 writes a 1-bit grayscale PNG like the Omniglot originals
@@ -130,28 +132,6 @@ func (f fakeOmniglot) write(t testing.TB, dir string, zipped bool) {
 	}
 }
 
-// realOmniglotDir is the developers' copy of the data. Without it the
-// real-data tests skip, except in CI (CI=true), where a missing copy must
-// fail rather than pass silently.
-func realOmniglotDir(tb testing.TB) string {
-	tb.Helper()
-	dir := filepath.Join("..", "..", "shared", "data", "omniglot")
-	if d := os.Getenv("MKBENCH_DATA"); d != "" {
-		dir = filepath.Join(d, "omniglot")
-	}
-	for _, set := range omniglotSets {
-		_, errZip := os.Stat(filepath.Join(dir, set+".zip"))
-		_, errDir := os.Stat(filepath.Join(dir, set))
-		if errZip != nil && errDir != nil {
-			if os.Getenv("CI") == "true" {
-				tb.Fatalf("Omniglot missing in CI: %v", errZip)
-			}
-			tb.Skipf("Omniglot not available: %v", errZip)
-		}
-	}
-	return dir
-}
-
 var realData struct {
 	once sync.Once
 	o    *Omniglot
@@ -162,7 +142,7 @@ var realData struct {
 // no cache so that the test measures and checks the decoder itself.
 func realOmniglot(tb testing.TB) *Omniglot {
 	tb.Helper()
-	dir := realOmniglotDir(tb)
+	dir := testutil.Data(tb, "omniglot")
 	realData.once.Do(func() {
 		realData.o, realData.err = LoadOmniglot(dir, OmniglotOptions{NoCache: true})
 	})

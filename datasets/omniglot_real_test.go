@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 func TestOmniglotRealCounts(t *testing.T) {
@@ -99,7 +100,7 @@ func TestOmniglotRealSplits(t *testing.T) {
 	}
 	// trainval is built from the embedded train and val; it must equal the
 	// published trainval.txt line for line.
-	published, err := os.ReadFile(filepath.Join(realOmniglotDir(t), "splits", "vinyals", "trainval.txt"))
+	published, err := os.ReadFile(filepath.Join(testutil.Data(t, "omniglot", "splits/vinyals/trainval.txt"), "splits", "vinyals", "trainval.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestOmniglotRealCacheRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cache written in %v", time.Since(start).Round(time.Millisecond))
-	c, err := LoadOmniglot(realOmniglotDir(t), OmniglotOptions{CacheDir: dir})
+	c, err := LoadOmniglot(testutil.Data(t, "omniglot"), OmniglotOptions{CacheDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // blobs is a synthetic few-shot classification family for the engine's
@@ -320,7 +321,7 @@ func TestSummaryBestValIsTheBest(t *testing.T) {
 			t.Fatal(err)
 		}
 		var rows []ValRow
-		for _, l := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(dir, FileVal)))), "\n") {
+		for _, l := range strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, filepath.Join(dir, FileVal)))), "\n") {
 			var r ValRow
 			if err := json.Unmarshal([]byte(l), &r); err != nil {
 				t.Fatal(err)
@@ -337,7 +338,7 @@ func TestSummaryBestValIsTheBest(t *testing.T) {
 			}
 		}
 		var sum Summary
-		if err := json.Unmarshal(readFile(t, filepath.Join(dir, FileSummary)), &sum); err != nil {
+		if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(dir, FileSummary)), &sum); err != nil {
 			t.Fatal(err)
 		}
 		if sum.BestIter != best.Iter || sum.BestVal == nil || sum.BestVal.Mean != best.Mean || sum.BestVal.CI95 != best.CI95 {

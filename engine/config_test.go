@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // A 1-way task has one class, so every prediction would be right: invalid.
@@ -226,7 +228,7 @@ func TestRunFollowsSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []MetricsRow
-	for _, line := range strings.Split(strings.TrimSpace(string(readFile(t, filepath.Join(dir, FileMetrics)))), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, filepath.Join(dir, FileMetrics)))), "\n") {
 		var r MetricsRow
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatal(err)

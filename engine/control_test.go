@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // controlOpts reports every iteration, so tests can act at a known one.
@@ -107,8 +109,8 @@ func TestControlEvaluateNowLeavesTrainingUnchanged(t *testing.T) {
 	if res.Eval.Tasks != cfg.EvalTasks {
 		t.Fatalf("final evaluation used %d tasks", res.Eval.Tasks)
 	}
-	a := readFile(t, filepath.Join(plain, FileMetrics))
-	b := readFile(t, filepath.Join(evald, FileMetrics))
+	a := testutil.ReadFile(t, filepath.Join(plain, FileMetrics))
+	b := testutil.ReadFile(t, filepath.Join(evald, FileMetrics))
 	if !bytes.Equal(a, b) {
 		t.Fatalf("evaluating mid-run changed training:\n%s\n---\n%s", a, b)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/ops"
-	"gonum.org/v1/gonum/diff/fd"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // smallConfig is a model small enough for finite differences over the whole
@@ -123,7 +123,7 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	for pi, p := range m.Params.List {
 		for n := 0; n < 3 && n < p.Size(); n++ {
 			j := rng.IntN(p.Size())
-			num := centralDiff(p.Data, j, loss)
+			num := testutil.CentralDiff(p.Data, j, loss)
 			if an := grads[pi][j]; math.Abs(num-an) > 1e-5*math.Max(1, math.Abs(num)) {
 				t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
 			}
@@ -136,15 +136,6 @@ func checkModelFD(t *testing.T, m *Model, rng *rand.Rand) {
 	if checked == 0 {
 		t.Fatal("no parameters checked")
 	}
-}
-
-// centralDiff is the central finite difference of f in x[j], step 1e-6,
-// by gonum's diff/fd;
-// x[j] is restored.
-func centralDiff(x []float64, j int, f func() float64) float64 {
-	v := x[j]
-	defer func() { x[j] = v }()
-	return fd.Derivative(func(y float64) float64 { x[j] = y; return f() }, v, &fd.Settings{Formula: fd.Central, Step: 1e-6})
 }
 
 func TestDisplaySnapshots(t *testing.T) {

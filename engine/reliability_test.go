@@ -16,12 +16,13 @@ import (
 
 	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 func readSummary(t *testing.T, dir string) Summary {
 	t.Helper()
 	var s Summary
-	if err := json.Unmarshal(readFile(t, filepath.Join(dir, FileSummary)), &s); err != nil {
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(dir, FileSummary)), &s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -79,11 +80,11 @@ func TestRunStoppedAtIterationZeroResumes(t *testing.T) {
 	root := t.TempDir()
 	full := filepath.Join(root, "full")
 	want := runTo(t, cfg, sineLike{}, full, nil)
-	wantRows := readFile(t, filepath.Join(full, FileMetrics))
+	wantRows := testutil.ReadFile(t, filepath.Join(full, FileMetrics))
 
 	check := func(t *testing.T, dir string, got Result) {
 		t.Helper()
-		if rows := readFile(t, filepath.Join(dir, FileMetrics)); !bytes.Equal(rows, wantRows) {
+		if rows := testutil.ReadFile(t, filepath.Join(dir, FileMetrics)); !bytes.Equal(rows, wantRows) {
 			t.Fatalf("metrics differ:\n%s\n---\n%s", rows, wantRows)
 		}
 		if got.Eval == nil || got.Eval.Mean != want.Eval.Mean || got.Eval.CI95 != want.Eval.CI95 {
@@ -147,14 +148,14 @@ func TestResumeFinishedOrEvaluatingRun(t *testing.T) {
 	if _, err := Run(context.Background(), cfg, src, opts(full), nil); err != nil {
 		t.Fatal(err)
 	}
-	before := readFile(t, filepath.Join(full, FileSummary))
+	before := testutil.ReadFile(t, filepath.Join(full, FileSummary))
 	o := opts(full)
 	o.Resume = true
 	res, err := Run(context.Background(), Config{}, src, o, nil)
 	if err != nil || !res.AlreadyDone || len(res.Notes) == 0 || res.Eval == nil || res.Iters != cfg.Iters {
 		t.Fatalf("resume of a finished run: %+v, %v", res, err)
 	}
-	if !bytes.Equal(before, readFile(t, filepath.Join(full, FileSummary))) {
+	if !bytes.Equal(before, testutil.ReadFile(t, filepath.Join(full, FileSummary))) {
 		t.Fatal("resuming a finished run rewrote summary.json")
 	}
 
@@ -183,7 +184,7 @@ func TestResumeFinishedOrEvaluatingRun(t *testing.T) {
 	if b.BestVal == nil || b.BestVal.String() != a.BestVal.String() || b.BestVal.CI95 != a.BestVal.CI95 || b.BestVal.Query == 0 || b.BestVal.Draws == 0 || a.BestIter != b.BestIter {
 		t.Fatalf("best_val %+v (iter %d), uninterrupted %+v (iter %d)", b.BestVal, b.BestIter, a.BestVal, a.BestIter)
 	}
-	if va, vb := readFile(t, filepath.Join(full, FileVal)), readFile(t, filepath.Join(part, FileVal)); bytes.Count(va, []byte("\n")) != bytes.Count(vb, []byte("\n")) {
+	if va, vb := testutil.ReadFile(t, filepath.Join(full, FileVal)), testutil.ReadFile(t, filepath.Join(part, FileVal)); bytes.Count(va, []byte("\n")) != bytes.Count(vb, []byte("\n")) {
 		t.Fatalf("val.jsonl rows differ:\n%s\n---\n%s", vb, va)
 	}
 }
@@ -193,7 +194,7 @@ func TestDamagedCheckpointIsCaught(t *testing.T) {
 	dir := t.TempDir()
 	runTo(t, tinyConfig("rff", 2), sineLike{}, dir, nil)
 	path := filepath.Join(dir, FileCheckpoint)
-	good := readFile(t, path)
+	good := testutil.ReadFile(t, path)
 	if _, err := LoadCheckpoint(path); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestResumeChecksLogs(t *testing.T) {
 	root := t.TempDir()
 	orig := filepath.Join(root, "orig")
 	stopAt(t, cfg, sineLike{}, RunOptions{Dir: orig}, 22) // rows 5, 10, 15, 20; checkpoint 22
-	rows := readFile(t, filepath.Join(orig, FileMetrics))
+	rows := testutil.ReadFile(t, filepath.Join(orig, FileMetrics))
 	lines := strings.SplitAfter(string(rows), "\n")
 	if len(lines) < 5 {
 		t.Fatalf("rows:\n%s", rows)
@@ -255,7 +256,7 @@ func TestResumeChecksLogs(t *testing.T) {
 			dir := filepath.Join(root, strings.ReplaceAll(tc.name, " ", "-"))
 			os.MkdirAll(dir, 0o755)
 			for _, f := range []string{FileConfig, FileCheckpoint} {
-				os.WriteFile(filepath.Join(dir, f), readFile(t, filepath.Join(orig, f)), 0o600)
+				os.WriteFile(filepath.Join(dir, f), testutil.ReadFile(t, filepath.Join(orig, f)), 0o600)
 			}
 			mp := filepath.Join(dir, FileMetrics)
 			if !tc.del {
@@ -276,7 +277,7 @@ func TestResumeChecksLogs(t *testing.T) {
 			if err != nil || len(gaps) != 1 || gaps[0].File != FileMetrics || gaps[0].CheckpointIter != 22 {
 				t.Fatalf("gaps.jsonl: %+v, %v", gaps, err)
 			}
-			got := readFile(t, mp)
+			got := testutil.ReadFile(t, mp)
 			// Every good row kept, the later ones computed again.
 			if !bytes.HasPrefix(got, []byte(lines[0])) && !tc.del {
 				t.Fatalf("first row lost:\n%s", got)
@@ -290,7 +291,7 @@ func TestResumeChecksLogs(t *testing.T) {
 	dir := filepath.Join(root, "tail")
 	os.MkdirAll(dir, 0o755)
 	for _, f := range []string{FileConfig, FileCheckpoint} {
-		os.WriteFile(filepath.Join(dir, f), readFile(t, filepath.Join(orig, f)), 0o600)
+		os.WriteFile(filepath.Join(dir, f), testutil.ReadFile(t, filepath.Join(orig, f)), 0o600)
 	}
 	os.WriteFile(filepath.Join(dir, FileMetrics), append(append([]byte(nil), rows...), `{"iter":25,"loss":1}`+"\n"+`{"iter":3`...), 0o644)
 	if _, err := Run(context.Background(), Config{}, sineLike{}, RunOptions{Dir: dir, Resume: true}, nil); err != nil {
@@ -316,11 +317,11 @@ func TestBestCheckpointChecks(t *testing.T) {
 
 	dir := prep("damaged")
 	best := filepath.Join(dir, FileBest)
-	d := readFile(t, best)
+	d := testutil.ReadFile(t, best)
 	d[len(d)/2] ^= 0x10
 	os.WriteFile(best, d, 0o600)
-	ckBefore := readFile(t, filepath.Join(dir, FileCheckpoint))
-	metricsBefore := readFile(t, filepath.Join(dir, FileMetrics))
+	ckBefore := testutil.ReadFile(t, filepath.Join(dir, FileCheckpoint))
+	metricsBefore := testutil.ReadFile(t, filepath.Join(dir, FileMetrics))
 	o := opts(dir)
 	o.Resume = true
 	_, err := Run(context.Background(), Config{}, src, o, nil)
@@ -329,7 +330,7 @@ func TestBestCheckpointChecks(t *testing.T) {
 	}
 	// Refused before training: no step ran, so neither the checkpoint nor
 	// the metrics moved.
-	if !bytes.Equal(ckBefore, readFile(t, filepath.Join(dir, FileCheckpoint))) || !bytes.Equal(metricsBefore, readFile(t, filepath.Join(dir, FileMetrics))) {
+	if !bytes.Equal(ckBefore, testutil.ReadFile(t, filepath.Join(dir, FileCheckpoint))) || !bytes.Equal(metricsBefore, testutil.ReadFile(t, filepath.Join(dir, FileMetrics))) {
 		t.Fatal("the refused resume trained")
 	}
 	if _, _, _, err := LoadEvalCheckpoint(dir); !errors.Is(err, ErrBadCheckpoint) {

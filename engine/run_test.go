@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 func tinyConfig(variant string, iters int) Config {
@@ -31,15 +32,6 @@ func runTo(t *testing.T, cfg Config, src task.Source, dir string, obs Observer) 
 	return res
 }
 
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // Same seed ⇒ byte-identical metrics.jsonl, whether one core or two do the
 // work and whether or not an observer takes display snapshots.
 func TestRunDeterministicAcrossCores(t *testing.T) {
@@ -56,8 +48,8 @@ func TestRunDeterministicAcrossCores(t *testing.T) {
 			runtime.GOMAXPROCS(2)
 			r2 := runTo(t, cfg, sineLike{}, filepath.Join(root, "two"), ObserverFunc(func(Snapshot) error { return nil }))
 			runtime.GOMAXPROCS(prev)
-			a := readFile(t, filepath.Join(root, "one", FileMetrics))
-			b := readFile(t, filepath.Join(root, "two", FileMetrics))
+			a := testutil.ReadFile(t, filepath.Join(root, "one", FileMetrics))
+			b := testutil.ReadFile(t, filepath.Join(root, "two", FileMetrics))
 			if len(a) == 0 || !bytes.Equal(a, b) {
 				t.Fatalf("metrics differ between GOMAXPROCS 1 and 2:\n%s\n---\n%s", a, b)
 			}
@@ -108,7 +100,7 @@ func TestResumeMatchesUninterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := readFile(t, filepath.Join(full, FileMetrics)), readFile(t, filepath.Join(part, FileMetrics)); !bytes.Equal(a, b) {
+	if a, b := testutil.ReadFile(t, filepath.Join(full, FileMetrics)), testutil.ReadFile(t, filepath.Join(part, FileMetrics)); !bytes.Equal(a, b) {
 		t.Fatalf("resumed metrics differ:\n%s\n---\n%s", a, b)
 	}
 	if want.Eval.Mean != got.Eval.Mean {
@@ -194,13 +186,13 @@ func TestNaNLossStopsAndKeepsCheckpoint(t *testing.T) {
 	if _, err := Run(context.Background(), c5, sineLike{}, RunOptions{Dir: dir, SkipEval: true}, nil); err != nil {
 		t.Fatal(err)
 	}
-	before := readFile(t, filepath.Join(dir, FileCheckpoint))
+	before := testutil.ReadFile(t, filepath.Join(dir, FileCheckpoint))
 	// Resuming to 20 with data that turns NaN after 3 more batches.
 	_, err := Run(context.Background(), cfg, &nanAfter{n: 3}, RunOptions{Dir: dir, Resume: true}, nil)
 	if err == nil || !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "iteration 9") {
 		t.Fatalf("want a divergence error at iteration 9, got %v", err)
 	}
-	if !bytes.Equal(before, readFile(t, filepath.Join(dir, FileCheckpoint))) {
+	if !bytes.Equal(before, testutil.ReadFile(t, filepath.Join(dir, FileCheckpoint))) {
 		t.Fatal("the last good checkpoint was overwritten")
 	}
 	// The failure is recorded for whoever lists the runs, and cleared
@@ -227,12 +219,12 @@ func TestRunRefusesExistingRunDir(t *testing.T) {
 	dir := t.TempDir()
 	cfg := tinyConfig("rff", 2)
 	runTo(t, cfg, sineLike{}, dir, nil)
-	before := readFile(t, filepath.Join(dir, FileCheckpoint))
+	before := testutil.ReadFile(t, filepath.Join(dir, FileCheckpoint))
 	_, err := Run(context.Background(), cfg, sineLike{}, RunOptions{Dir: dir}, nil)
 	if err == nil || !strings.Contains(err.Error(), "already holds a run") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
-	if !bytes.Equal(before, readFile(t, filepath.Join(dir, FileCheckpoint))) {
+	if !bytes.Equal(before, testutil.ReadFile(t, filepath.Join(dir, FileCheckpoint))) {
 		t.Fatal("existing checkpoint changed")
 	}
 }

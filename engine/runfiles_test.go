@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // snapshotDir is every regular file below dir (relative path → content).
@@ -126,17 +127,17 @@ func TestStartOverMovesFilesAside(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	stopAt(t, cfg, sineLike{}, RunOptions{Preset: "test", Dir: dir}, 7)
 	os.Remove(filepath.Join(dir, FileCheckpoint))
-	metrics := readFile(t, filepath.Join(dir, FileMetrics))
+	metrics := testutil.ReadFile(t, filepath.Join(dir, FileMetrics))
 	os.WriteFile(filepath.Join(dir, "metrics.jsonl.bak"), []byte("a user's copy"), 0o644)
 	res, err := Run(context.Background(), cfg, sineLike{}, RunOptions{Preset: "test", Dir: dir, Resume: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	aside, _ := filepath.Glob(filepath.Join(dir, "stopped-*", FileMetrics))
-	if len(aside) != 1 || !bytes.Equal(readFile(t, aside[0]), metrics) {
+	if len(aside) != 1 || !bytes.Equal(testutil.ReadFile(t, aside[0]), metrics) {
 		t.Fatalf("the stopped run's metrics.jsonl was not kept aside: %v (notes %q)", aside, res.Notes)
 	}
-	if string(readFile(t, filepath.Join(dir, "metrics.jsonl.bak"))) != "a user's copy" {
+	if string(testutil.ReadFile(t, filepath.Join(dir, "metrics.jsonl.bak"))) != "a user's copy" {
 		t.Fatal("a user's file was touched")
 	}
 }

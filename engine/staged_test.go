@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // The staged training step (summaries, LSTM, task stages, LSTM backward,
@@ -176,7 +177,7 @@ func TestMLPSummaryGradients(t *testing.T) {
 	for _, idx := range append(append(append(append([]int{}, s.embedW...), s.embedB...), s.inferW...), s.inferB...) {
 		p := m.Params.List[idx]
 		for j := range p.Data {
-			num := centralDiff(p.Data, j, loss)
+			num := testutil.CentralDiff(p.Data, j, loss)
 			if an := grads[idx][j]; math.Abs(num-an) > 1e-6*math.Max(1, math.Abs(num)) {
 				t.Errorf("%s[%d]: analytic %.9g, finite difference %.9g", p.Name, j, an, num)
 			}

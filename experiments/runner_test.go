@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/testutil"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -96,7 +97,7 @@ func TestAblationWritesTablesAndFigures(t *testing.T) {
 			t.Errorf("results.md lacks %q:\n%s", want, md)
 		}
 	}
-	rows, err := csv.NewReader(bytes.NewReader(readFile(t, filepath.Join(dir, FileCSV)))).ReadAll()
+	rows, err := csv.NewReader(bytes.NewReader(testutil.ReadFile(t, filepath.Join(dir, FileCSV)))).ReadAll()
 	if err != nil || len(rows) != 4 || rows[0][2] != "variant" || rows[3][2] != "metakernel" {
 		t.Fatalf("results.csv: %v %q", err, rows)
 	}
@@ -109,15 +110,6 @@ func TestAblationWritesTablesAndFigures(t *testing.T) {
 	if len(res.Figures) != 6 {
 		t.Errorf("figures %v", res.Figures)
 	}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // An experiment stopped in the middle of a run continues where it

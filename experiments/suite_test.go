@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/testutil"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -32,7 +33,7 @@ func TestEfficiencyOneModelPerD(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("points %v, want %v", got, want)
 	}
-	md := readFile(t, filepath.Join(dir, FileMarkdown))
+	md := testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("| D | `rff`: MSE | `metakernel`: MSE |")) || !bytes.Contains(md, []byte("| 32 |")) {
 		t.Errorf("results.md:\n%s", md)
 	}
@@ -55,7 +56,7 @@ func TestShotsTrainsEachShot(t *testing.T) {
 			t.Errorf("%s: preset %s, %d-shot, point %d-shot", p.Seeds[0].RunDir, s.Preset, s.Config.Shot, p.Shot)
 		}
 	}
-	md := readFile(t, filepath.Join(dir, FileMarkdown))
+	md := testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("| method | variant | 3-shot: MSE | 10-shot: MSE |")) {
 		t.Errorf("results.md:\n%s", md)
 	}
@@ -89,7 +90,7 @@ func TestVersatilityAtTrainedShotReproducesSummary(t *testing.T) {
 	if a, b := pointIndex(res, PointKey{Variant: "metakernel", Bases: 16, TrainShot: 5, Shot: 3}), pointIndex(res, PointKey{Variant: "metakernel", Bases: 16, TrainShot: 5, Shot: 20}); a < 0 || b < 0 || res.Points[a].Mean == res.Points[b].Mean {
 		t.Errorf("3-shot and 20-shot cells: %+v", res.Points)
 	}
-	md := readFile(t, filepath.Join(dir, FileMarkdown))
+	md := testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("| model | trained at | 3-shot: MSE | 5-shot: MSE | 20-shot: MSE |")) || !bytes.Contains(md, []byte(" †")) {
 		t.Errorf("results.md:\n%s", md)
 	}
@@ -161,7 +162,7 @@ func TestBaselineHook(t *testing.T) {
 	if i < 0 || res.Points[i].Mean != 2.5 || res.Points[i].MsPerIter != 100 || calls != 1 {
 		t.Fatalf("maml point %d of %+v, %d calls", i, res.Points, calls)
 	}
-	md := readFile(t, filepath.Join(dir, FileMarkdown))
+	md := testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("| MAML | `maml` |")) || !bytes.Contains(md, []byte("- 3-shot: better than MAML: ")) {
 		t.Errorf("results.md:\n%s", md)
 	}
@@ -179,8 +180,8 @@ func TestBaselineHook(t *testing.T) {
 func TestReportRedraws(t *testing.T) {
 	dir := t.TempDir()
 	runExperiment(t, dir, Options{Experiment: Ablation, Preset: "sine-3shot", Variants: []string{"rff", "vrf+cnf"}}, 10)
-	md := readFile(t, filepath.Join(dir, FileMarkdown))
-	csv := readFile(t, filepath.Join(dir, FileCSV))
+	md := testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))
+	csv := testutil.ReadFile(t, filepath.Join(dir, FileCSV))
 	os.RemoveAll(filepath.Join(dir, DirFigures))
 	os.Remove(filepath.Join(dir, FileMarkdown))
 	os.Remove(filepath.Join(dir, FileCSV))
@@ -188,7 +189,7 @@ func TestReportRedraws(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(md, readFile(t, filepath.Join(dir, FileMarkdown))) || !bytes.Equal(csv, readFile(t, filepath.Join(dir, FileCSV))) {
+	if !bytes.Equal(md, testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))) || !bytes.Equal(csv, testutil.ReadFile(t, filepath.Join(dir, FileCSV))) {
 		t.Error("report wrote different tables")
 	}
 	for _, f := range res.Figures {
@@ -310,25 +311,12 @@ func TestOptionErrors(t *testing.T) {
 	}
 }
 
-// omniglotDir is the real Omniglot folder, or "" when it is not on this
-// machine (as in the datasets package's real-data tests).
-func omniglotDir(t *testing.T) string {
-	dir := filepath.Join("..", "..", "shared", "data", "omniglot")
-	if d := os.Getenv("MKBENCH_DATA"); d != "" {
-		dir = filepath.Join(d, "omniglot")
-	}
-	if !exists(filepath.Join(dir, "images_evaluation.zip")) && !exists(filepath.Join(dir, "images_evaluation")) {
-		t.Skipf("Omniglot not available in %s", dir)
-	}
-	return dir
-}
-
 // The classification versatility grid on real Omniglot with a tiny Conv
 // model: every cell is evaluated at its own way and shot, queries are cut
 // to the images a class has left, a shot that leaves none is skipped with
 // a note, and so is said a training episode shape other than the grid's †.
 func TestOmniglotVersatilityGrid(t *testing.T) {
-	data := omniglotDir(t)
+	data := testutil.Data(t, "omniglot")
 	dir := t.TempDir()
 	r := &Runner{Dir: dir, Options: Options{Experiment: Versatility, Preset: "omniglot-5w1s", Ways: []int{5, 10}, Shots: []int{1, 19, 20}, EvalTasks: 2, Data: data},
 		Overrides: presets.Overrides{
@@ -413,7 +401,7 @@ func TestFailedRunDoesNotStopTheOthers(t *testing.T) {
 	if res.Complete || len(res.Points) != 1 || res.Points[0].Variant != "rbf" || !slices.Contains(phases, PhaseFailed) {
 		t.Errorf("results %+v, phases %v", res, phases)
 	}
-	md := readFile(t, filepath.Join(dir, FileMarkdown))
+	md := testutil.ReadFile(t, filepath.Join(dir, FileMarkdown))
 	if !bytes.Contains(md, []byte("`runs/maml-s1` failed: runs/maml-s1: diverged at iteration 3")) || !exists(filepath.Join(dir, DirFigures, FigFits+".png")) {
 		t.Errorf("results.md:\n%s", md)
 	}

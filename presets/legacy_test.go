@@ -8,30 +8,8 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
-
-// copyDir copies the files of src into a new temporary directory.
-func copyDir(t *testing.T, src string) string {
-	t.Helper()
-	dst := filepath.Join(t.TempDir(), filepath.Base(src))
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		data, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
 
 // A run written by mkbench before checkpoint checksums (testdata/
 // legacy-run-rbf: `mkbench run --preset sine-5shot --variant rbf --iters
@@ -39,7 +17,8 @@ func copyDir(t *testing.T, src string) string {
 // as unverified, resumes with a note, continues exactly as an uninterrupted
 // run does, and its next checkpoint is verified.
 func TestLegacyRunResumes(t *testing.T) {
-	dir := copyDir(t, filepath.Join("testdata", "legacy-run-rbf"))
+	dir := filepath.Join(t.TempDir(), "legacy-run-rbf")
+	testutil.CopyDir(t, filepath.Join("testdata", "legacy-run-rbf"), dir)
 	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
 	if err != nil {
 		t.Fatal(err)

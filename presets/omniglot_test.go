@@ -7,6 +7,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // omniglotRun returns a preset's config and sources on the real data.
@@ -19,11 +20,7 @@ func omniglotRun(t testing.TB, name, variant string) (engine.Config, Sources) {
 	if err := c.ApplyVariant(variant, 4); err != nil {
 		t.Fatal(err)
 	}
-	dir := "../../shared/data/omniglot"
-	if tt, ok := t.(*testing.T); ok {
-		dir = dataDir(tt)
-	}
-	s, err := NewSources(p.Source, c, dir)
+	s, err := NewSources(p.Source, c, testutil.Data(t, "omniglot"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +139,7 @@ func BenchmarkOmniglotTrainingWays(b *testing.B) {
 			c := p.Config
 			c.Query, c.TrainWay, c.TrainShot, c.MetaBatch = 5, wm[0], 1, wm[1]
 			c.InferHidden, c.Bases, c.GammaInit, c.AugmentShift = 128, 1560, 30, 2
-			s, err := NewSources(p.Source, c, "../../shared/data/omniglot")
+			s, err := NewSources(p.Source, c, testutil.Data(b, "omniglot"))
 			if err != nil {
 				b.Fatal(err)
 			}

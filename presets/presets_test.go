@@ -2,7 +2,6 @@ package presets
 
 import (
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -10,17 +9,23 @@ import (
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 func TestPresetsAreValidForEveryVariant(t *testing.T) {
 	for _, p := range All() {
-		if p.Source == "omniglot" || p.Source == "sine" {
-			if _, err := NewSources(p.Source, p.Config, dataDir(t)); err != nil {
+		switch p.Source {
+		case "sine":
+			if _, err := NewSources(p.Source, p.Config, ""); err != nil {
 				t.Errorf("%s: %v", p.Name, err)
 			}
-		} else if _, err := NewSources(p.Source, p.Config, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data") {
+		case "omniglot":
+			// TestOmniglotPresetsLoad loads these from the real data.
+		default:
 			// No pixels of these sets are here: the error names the fix.
-			t.Errorf("%s without data: %v", p.Name, err)
+			if _, err := NewSources(p.Source, p.Config, t.TempDir()); err == nil || !strings.Contains(err.Error(), "--data") {
+				t.Errorf("%s without data: %v", p.Name, err)
+			}
 		}
 		for _, v := range engine.Variants {
 			c := p.Config
@@ -61,17 +66,16 @@ func TestGetReturnsIndependentCopies(t *testing.T) {
 	}
 }
 
-// dataDir is the developers' Omniglot copy; without it (outside CI) the
-// Omniglot presets are checked without their sources.
-func dataDir(t *testing.T) string {
-	const dir = "../../shared/data/omniglot"
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI needs the Omniglot data at %s: %v", dir, err)
+// Every Omniglot preset's sources load from the real data.
+func TestOmniglotPresetsLoad(t *testing.T) {
+	data := testutil.Data(t, "omniglot")
+	for _, p := range All() {
+		if p.Source == "omniglot" {
+			if _, err := NewSources(p.Source, p.Config, data); err != nil {
+				t.Errorf("%s: %v", p.Name, err)
+			}
 		}
-		t.Skipf("no Omniglot data at %s", dir)
 	}
-	return dir
 }
 
 func TestOmniglotPresetsMatchThePaper(t *testing.T) {
@@ -228,7 +232,7 @@ func TestTrainSplitTrainVal(t *testing.T) {
 // real data.
 func omniglotSources(t *testing.T, c engine.Config) Sources {
 	t.Helper()
-	s, err := NewSources("omniglot", c, dataDir(t))
+	s, err := NewSources("omniglot", c, testutil.Data(t, "omniglot"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,29 +5,21 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"gonum.org/v1/gonum/diff/fd"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // The finite-difference check of the small ops and the helpers the op
 // tests share.
 
-// centralDiff is the central finite difference of f in x[j], step 1e-6,
-// by gonum's diff/fd;
-// x[j] is restored.
-func centralDiff(x []float64, j int, f func() float64) float64 {
-	v := x[j]
-	defer func() { x[j] = v }()
-	return fd.Derivative(func(y float64) float64 { x[j] = y; return f() }, v, &fd.Settings{Formula: fd.Central, Step: 1e-6})
-}
-
 // fdGrad is the central finite-difference gradient of f w.r.t. every
-// element of x (see centralDiff).
+// element of x (see testutil.CentralDiff).
 func fdGrad(x []float64, f func() float64) []float64 {
 	g := make([]float64, len(x))
 	for i := range x {
-		g[i] = centralDiff(x, i, f)
+		g[i] = testutil.CentralDiff(x, i, f)
 	}
 	return g
 }
@@ -102,7 +94,7 @@ func fdCheckOp(t *testing.T, name string, shapes [][]int, diff []bool, init func
 		}
 		an := analytic[i]
 		for j := range data[i] {
-			num := centralDiff(data[i], j, eval)
+			num := testutil.CentralDiff(data[i], j, eval)
 			if err := math.Abs(num-an[j]) / math.Max(1, math.Abs(num)); err > 1e-6 {
 				t.Errorf("%s: d/d input%d[%d]: analytic %.9g, numeric %.9g", name, i, j, an[j], num)
 			}

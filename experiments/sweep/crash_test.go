@@ -14,6 +14,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // envWorker makes the test binary a worker process of the sweep it names
@@ -33,7 +34,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Workers, started as this binary, inherit the temporary data-set cache.
+	os.Exit(testutil.TempCache(m))
 }
 
 // startWorker starts a real worker process on unit 0 of the sweep in dir
