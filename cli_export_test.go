@@ -246,7 +246,7 @@ func TestExportBadInput(t *testing.T) {
 		{[]string{"export", empty, "--tensorboard", "--out", "t.csv"}, "--out goes with --format"},
 		{[]string{"export", empty, "--format", "csv", "--force"}, "--force goes with --tensorboard or --out"},
 		{[]string{"export", empty, "--format", "csv", "--data", empty}, "--data goes with --tensorboard"},
-		{[]string{"export", empty, "--csv"}, "flag provided but not defined: -csv"},
+		{[]string{"export", empty, "--csv"}, "unknown flag --csv (mkbench help export)"},
 	} {
 		so, se, code := mkbench(t, c.args...)
 		oneLineError(t, strings.Join(c.args, " "), so, se, code, c.want)

@@ -51,7 +51,7 @@ func TestRunsCommand(t *testing.T) {
 	}{
 		{[]string{"runs", filepath.Join(root, "nope")}, "is not a folder"},
 		{[]string{"runs", root, "--sort", "colour"}, "the keys are run, preset"},
-		{[]string{"runs", root, "--frobnicate"}, "flag provided but not defined"},
+		{[]string{"runs", root, "--frobnicate"}, "unknown flag --frobnicate (mkbench help runs)"},
 		{[]string{"tui", "--runs", filepath.Join(root, "nope")}, "tui: --runs: runs: "},
 		{[]string{"tui", "--runs", root, "--preset", "sine-5shot"}, "cannot start a --preset"},
 	} {

@@ -79,7 +79,7 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"run", "--preset", "sine-5shot", "--set", "clipnorm=1"}, `unknown setting "clipnorm"; did you mean clip_norm? (mkbench help settings lists them)`},
 		{[]string{"eval", "--run", dir, "--eval-task", "3"}, "unknown flag --eval-task; did you mean --eval-tasks? (mkbench help eval)"},
 		{[]string{"models", "export", dir, "--model-dir", dir}, "unknown flag --model-dir; did you mean --models-dir? (mkbench help models export)"},
-		{[]string{"sweep", "stauts", dir}, `unknown sweep command "stauts"; did you mean status? (mkbench help sweep)`},
+		{[]string{"sweep", "stauts", dir}, `sweep: unknown command "stauts"; did you mean status? (mkbench help sweep)`},
 		{[]string{"help", "experimnt"}, `unknown help topic "experimnt"; did you mean experiment?`},
 		{[]string{"run", "--preset", "sine-5shot", "--iters"}, "flag needs an argument: --iters"},
 		{[]string{"run", "--preset", "sine-5shot", "--xyzzy-plugh", "1"}, "unknown flag --xyzzy-plugh (mkbench help run)"},

@@ -45,7 +45,7 @@ func TestExperimentBadInputIsOneClearError(t *testing.T) {
 		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--minutes", "-1"}, "--minutes: -1 minutes is not a training time"},
 		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--minutes", "1e-12"}, "--minutes: 1e-12 minutes is less than a second"},
 		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--minutes", "0"}, "--minutes: 0 is no limit"},
-		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--frobnicate"}, "unknown flag --frobnicate (mkbench help experiment)"},
 		{[]string{"experiment", "versatility", "--preset", "sine-5shot", "--run", filepath.Join(t.TempDir(), "none")}, "no checkpoint"},
 		{[]string{"experiment", "--resume", t.TempDir()}, "not an experiment directory"},
 		{[]string{"experiment", "--resume", t.TempDir(), "--iters", "5"}, "--iters cannot be changed when resuming"},

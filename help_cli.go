@@ -151,7 +151,7 @@ func cmdHelp(args []string, stdout, stderr *os.File) int {
 			writeEnvironment(stdout, true)
 			return 0
 		}
-		return usageError(stderr, "help: --markdown takes cli or settings", "help")
+		return fail(stderr, errors.New("help: --markdown takes cli or settings (mkbench help help)"))
 	}
 	name := strings.Join(args, " ")
 	c := lookupCommand(name)
@@ -202,20 +202,10 @@ func cmdPresets(args []string, stdout, stderr *os.File) int {
 	return 0
 }
 
-// usageError prints one line naming the problem and the help page, and
-// returns exit status 1, as every refused command line does.
-func usageError(stderr *os.File, msg, page string) int {
-	say(stderr, "%s (%s)", msg, strings.TrimSpace("mkbench help "+page))
-	return 1
-}
-
-// unknownName refuses a mistyped name with the nearest known one.
+// unknownName refuses a mistyped name with the nearest known one and the
+// help page that lists them.
 func unknownName(stderr *os.File, what, typed string, known []string, page string) int {
-	msg := fmt.Sprintf("unknown %s %q", what, typed)
-	if s := suggest(typed, known); s != "" {
-		msg += fmt.Sprintf("; did you mean %s?", s)
-	}
-	return usageError(stderr, msg, page)
+	return fail(stderr, unknownError(what, typed, known, strings.TrimSpace("mkbench help "+page)))
 }
 
 // writeMarkdownCLI writes docs/cli.md: the command list, then each

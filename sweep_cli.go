@@ -46,7 +46,7 @@ func cmdSweep(args []string, stdout, stderr *os.File) int {
 	case "work":
 		return cmdSweepWork(target, args, stdout, stderr)
 	}
-	return unknownName(stderr, "sweep command", sub, subcommands("sweep"), "sweep")
+	return fail(stderr, fmt.Errorf("sweep: %w", unknownError("command", sub, subcommands("sweep"), "mkbench help sweep")))
 }
 
 // sweepFlags parses a sweep command's flags; ok false means done (code).
