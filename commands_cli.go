@@ -130,6 +130,7 @@ func init() {
 				"(runs write their own as they train, so most need nothing); --format writes one tidy table with the columns run, iter, metric, value.",
 			examples: []string{"mkbench export runs/grid --format csv --out grid.csv", "mkbench export runs/old-run --tensorboard"},
 			run:      cmdExport},
+		dataCommand, dataGetCommand, // data_cli.go
 		{name: "help", synopsis: "this list; help CMD, help settings (every --set key), help environment",
 			usage: []string{"help [CMD [SUB]]", "help settings", "help environment", "help --markdown cli|settings"},
 			long: "Prints the help page of a command (as mkbench CMD --help does), every setting --set takes with its help, kind and default, or the environment variables mkbench reads. " +

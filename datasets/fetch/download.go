@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -107,7 +108,11 @@ func fetchInto(ctx context.Context, file File, url, part string, opts Options) (
 	}
 	resp, err := opts.Client.Do(req)
 	if err != nil {
-		return false, fmt.Errorf("downloading %s: %w (no network? get the files elsewhere and pass --from DIR)", file.Name, err)
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL follows once, below
+		}
+		return false, fmt.Errorf("downloading %s from %s: %w (no network? get the files elsewhere and pass --from DIR)", file.Name, url, err)
 	}
 	defer resp.Body.Close()
 

@@ -97,11 +97,23 @@ func Get(ctx context.Context, f *Family, opts Options) ([]Result, error) {
 		}
 		dir = f.InstallDir()
 	}
+	_, serr := os.Stat(dir)
+	created := errors.Is(serr, fs.ErrNotExist)
 	lock, err := runfile.Lock(dir)
 	if err != nil {
 		return nil, fmt.Errorf("cannot use %s for %s: %w", dir, f.Name, err)
 	}
-	defer lock.Release()
+	defer func() {
+		// A folder made for a get that placed nothing is taken away again:
+		// an empty ./data/NAME would hide ../shared/data/NAME from the
+		// loaders, which take the first folder that exists.
+		if entries, err := os.ReadDir(dir); created && err == nil && len(entries) == 1 && entries[0].Name() == runfile.FileLock {
+			lock.Remove()
+			os.Remove(dir)
+			return
+		}
+		lock.Release()
+	}()
 	if opts.Client == nil {
 		opts.Client = NewClient(opts.UserAgent)
 	}

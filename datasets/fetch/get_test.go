@@ -554,3 +554,22 @@ func TestCatalogMatchesTheRealZips(t *testing.T) {
 		}
 	}
 }
+
+// A failed get leaves no folder it made: an empty ./data/omniglot would
+// hide ../shared/data/omniglot from the loaders.
+func TestGetLeavesNoEmptyFolderBehind(t *testing.T) {
+	files := realOmniglot(t)
+	m := &mirror{files: files, handle: func(w http.ResponseWriter, r *http.Request, body []byte) bool {
+		http.Error(w, "gone", http.StatusGone)
+		return true
+	}}
+	base := serve(t, m)
+	root := t.TempDir()
+	t.Setenv("MKBENCH_DATA", root)
+	if _, err := Get(context.Background(), omniglot(t), Options{From: base}); err == nil || !strings.Contains(err.Error(), "410 Gone") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "omniglot")); err == nil {
+		t.Fatal("the failed get left its folder")
+	}
+}
