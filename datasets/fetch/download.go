@@ -28,11 +28,15 @@ func NewClient(userAgent string) *http.Client {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Client{
 		Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           dialer.DialContext,
-			TLSHandshakeTimeout:   30 * time.Second,
-			ResponseHeaderTimeout: time.Minute,
-			IdleConnTimeout:       time.Minute,
+			Proxy:                  http.ProxyFromEnvironment,
+			DialContext:            dialer.DialContext,
+			TLSHandshakeTimeout:    30 * time.Second,
+			ResponseHeaderTimeout:  time.Minute,
+			IdleConnTimeout:        time.Minute,
+			MaxResponseHeaderBytes: 64 << 10,
+			// The files are archives already; and a resumed Range must
+			// count the same bytes the first request wrote.
+			DisableCompression: true,
 		},
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= maxRedirects {
@@ -162,7 +166,11 @@ func fetchInto(ctx context.Context, file File, url, part string, opts Options) (
 	}
 	var prog *Progress
 	if opts.Progress != nil {
-		prog = NewProgress(opts.Progress, opts.TTY, file.Name, limit, start)
+		total := limit
+		if resp.ContentLength > 0 {
+			total = start + resp.ContentLength // the form this server has
+		}
+		prog = NewProgress(opts.Progress, opts.TTY, file.Name, total, start)
 	}
 	body := &stallReader{r: resp.Body, stall: opts.Stall, cancel: cancel}
 	n, err := copyBounded(f, body, limit-start, prog)

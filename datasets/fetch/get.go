@@ -88,14 +88,18 @@ func Get(ctx context.Context, f *Family, opts Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Files already right need no lock and no write (the folder may be
+	// read-only, as a shared copy is).
 	dir := opts.Dir
 	if dir == "" {
 		if found, _, ok := f.Found(); ok {
-			if rs, err := verifyAll(f, found, src.files); err == nil {
+			if rs, err := verifyAll(found, src.files); err == nil {
 				return rs, nil
 			}
 		}
 		dir = f.InstallDir()
+	} else if rs, err := verifyAll(dir, src.files); err == nil {
+		return rs, nil
 	}
 	_, serr := os.Stat(dir)
 	created := errors.Is(serr, fs.ErrNotExist)
@@ -133,7 +137,7 @@ func Get(ctx context.Context, f *Family, opts Options) ([]Result, error) {
 
 // verifyAll returns the results of files all already in dir and right,
 // or an error for the first that is not.
-func verifyAll(f *Family, dir string, files []File) ([]Result, error) {
+func verifyAll(dir string, files []File) ([]Result, error) {
 	var rs []Result
 	for _, file := range files {
 		p := filepath.Join(dir, file.Name)

@@ -573,3 +573,20 @@ func TestGetLeavesNoEmptyFolderBehind(t *testing.T) {
 		t.Fatal("the failed get left its folder")
 	}
 }
+
+// Files already right are reported without writing anything (not even
+// the folder's lock): a shared copy is read-only.
+func TestGetWritesNothingForFilesAlreadyRight(t *testing.T) {
+	files := realOmniglot(t)
+	dir := t.TempDir()
+	for n, b := range files {
+		os.WriteFile(filepath.Join(dir, n), b, 0o444)
+	}
+	rs, err := get(t, "", dir, Options{Client: offline})
+	if err != nil || rs[0].State != AlreadyHere || rs[1].State != AlreadyHere {
+		t.Fatalf("%+v, %v", rs, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Fatalf("the folder holds %d entries, want the 2 files only", len(entries))
+	}
+}
