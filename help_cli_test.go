@@ -214,6 +214,8 @@ func TestProgressETAAndLongRunNote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer func(d time.Duration) { longNoteAfter = d }(longNoteAfter)
+	longNoteAfter = 0
 	var b strings.Builder
 	obs := progressPrinter(&b, 0, p.Config)
 	obs.Observe(s)
@@ -227,6 +229,13 @@ func TestProgressETAAndLongRunNote(t *testing.T) {
 	if strings.Count(out, "\n") != 2 {
 		t.Errorf("want one progress line and one note:\n%s", out)
 	}
+	// The first seconds' speed is not trusted for it.
+	longNoteAfter = time.Hour
+	b.Reset()
+	progressPrinter(&b, 0, p.Config).Observe(s)
+	if strings.Contains(b.String(), "note:") {
+		t.Errorf("a note before longNoteAfter: %q", b.String())
+	}
 	b.Reset()
 	progressPrinter(&b, time.Minute, p.Config).Observe(s)
 	if strings.Contains(b.String(), "note:") || !strings.Contains(b.String(), "eta 50s") {
@@ -237,8 +246,8 @@ func TestProgressETAAndLongRunNote(t *testing.T) {
 // A long default evaluation's first progress line is followed by what
 // makes it shorter; one whose size was chosen gets no advice.
 func TestLongEvalNote(t *testing.T) {
-	defer func(d time.Duration) { evalProgressEvery = d }(evalProgressEvery)
-	evalProgressEvery = 0
+	defer func(d, n time.Duration) { evalProgressEvery, longNoteAfter = d, n }(evalProgressEvery, longNoteAfter)
+	evalProgressEvery, longNoteAfter = 0, 0
 	var b strings.Builder
 	p := evalProgress(&b, evalShorter(30000))
 	time.Sleep(20 * time.Millisecond)

@@ -17,14 +17,20 @@ const (
 	longEval = 2 * time.Minute
 )
 
+// longNoteAfter is how long a run trains before its speed is trusted for
+// the note: the first iterations are slow (buffers, caches), and a note
+// from the first line said 180 h of a run that takes 60.
+var longNoteAfter = 10 * time.Second
+
 // evalProgressEvery is how often evalProgress prints.
 var evalProgressEvery = 5 * time.Second
 
 // evalProgress prints an evaluation's progress line, with its ETA, every
 // evalProgressEvery, the first after one interval: short evaluations
 // print none. shorter, when not "", is the flag that makes it shorter
-// (the evaluation's size was the default): the first line of one that
-// will take longer than longEval is followed by a note naming it.
+// (the evaluation's size was the default): the first line after
+// longNoteAfter of one that will take longer than longEval is followed by
+// a note naming it.
 func evalProgress(w io.Writer, shorter string) func(done, total int) {
 	start := time.Now()
 	last, noted := start, false
@@ -38,10 +44,13 @@ func evalProgress(w io.Writer, shorter string) func(done, total int) {
 			eta = time.Duration(float64(last.Sub(start)) / float64(done) * float64(total-done))
 		}
 		fmt.Fprintf(w, "evaluating: %d/%d tasks  eta %s\n", done, total, engine.FormatETA(eta))
-		if !noted && shorter != "" && eta > longEval {
-			fmt.Fprintf(w, "note: this evaluation will take about %s more; %s makes it shorter\n", engine.FormatETA(eta), shorter)
+		if noted || last.Sub(start) < longNoteAfter {
+			return
 		}
 		noted = true
+		if shorter != "" && eta > longEval {
+			fmt.Fprintf(w, "note: this evaluation will take about %s more; %s makes it shorter\n", engine.FormatETA(eta), shorter)
+		}
 	}
 }
 
@@ -70,12 +79,12 @@ func trainETA(s engine.Snapshot, budget time.Duration) time.Duration {
 }
 
 // progressPrinter prints a progress line every two seconds, its ETA
-// bounded by budget. When the first line finds the run will train for
-// longer than longRun, a note follows with how long and what makes it
-// shorter (shorterRun's advice for c).
+// bounded by budget. When the first line after longNoteAfter finds the
+// run will train for longer than longRun, a note follows with how long
+// and what makes it shorter (shorterRun's advice for c).
 func progressPrinter(w io.Writer, budget time.Duration, c engine.Config) engine.Observer {
 	var last time.Time
-	noted := false
+	start, noted := time.Now(), false
 	return engine.ObserverFunc(func(s engine.Snapshot) error {
 		if s.Done || time.Since(last) < 2*time.Second {
 			return nil
@@ -84,10 +93,13 @@ func progressPrinter(w io.Writer, budget time.Duration, c engine.Config) engine.
 		eta := trainETA(s, budget)
 		fmt.Fprintf(w, "iter %6d/%d  loss %.4f  data %.4f  kl %.3f  λ %.4f  %s  eta %s\n",
 			s.Iter, s.Iters, s.Loss, s.Data, s.KL, s.Lambda, engine.FormatRate(s.ItersPerSec), engine.FormatETA(eta))
-		if !noted && eta > longRun {
-			fmt.Fprintf(w, "note: this run will train for about %s more at this speed; shorter: %s\n", engine.FormatETA(eta), shorterRun(c, budget))
+		if noted || time.Since(start) < longNoteAfter {
+			return nil
 		}
 		noted = true
+		if eta > longRun {
+			fmt.Fprintf(w, "note: this run will train for about %s more at this speed; shorter: %s\n", engine.FormatETA(eta), shorterRun(c, budget))
+		}
 		return nil
 	})
 }
