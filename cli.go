@@ -375,6 +375,8 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	sweepDir := fs.String("sweep", "", "watch the sweep in DIR (mkbench sweep run --out DIR), wherever its units run")
 	modelsDir := fs.String("models-dir", "", "the picker lists the models in this folder (mkbench models export --models-dir) instead of the shipped ones")
 	sets := setFlag(fs)
+	// Defined for the help page only: --runs was taken out of args above.
+	fs.Bool("runs", false, "open the runs screen: every run under DIR (default: the runs root, ./runs or $MKBENCH_RUNS)")
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
 	if !ok {
 		return code

@@ -81,6 +81,8 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"models", "export", dir, "--model-dir", dir}, "unknown flag --model-dir; did you mean --models-dir? (mkbench help models export)"},
 		{[]string{"sweep", "stauts", dir}, `sweep: unknown command "stauts"; did you mean status? (mkbench help sweep)`},
 		{[]string{"help", "experimnt"}, `unknown help topic "experimnt"; did you mean experiment?`},
+		{[]string{"eval", "--model", "omniglot-5w1"}, `no such model "omniglot-5w1" in the models shipped in mkbench (mkbench models lists them); did you mean omniglot-5w1s?`},
+		{[]string{"models", "--dir", dir, "--jsn"}, "unknown flag --jsn; did you mean --json? (mkbench help models)"},
 		{[]string{"run", "--preset", "sine-5shot", "--iters"}, "flag needs an argument: --iters"},
 		{[]string{"run", "--preset", "sine-5shot", "--xyzzy-plugh", "1"}, "unknown flag --xyzzy-plugh (mkbench help run)"},
 		{[]string{"run"}, "--preset is required"},

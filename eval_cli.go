@@ -60,8 +60,9 @@ func cmdEval(args []string, stdout, stderr *os.File) int {
 	var err error
 	if *model != "" {
 		var info models.Info
-		if ck, info, err = library(*modelsDir).Open(*model); err != nil {
-			return fail(stderr, fmt.Errorf("eval: %w", err))
+		lib := library(*modelsDir)
+		if ck, info, err = lib.Open(*model); err != nil {
+			return fail(stderr, fmt.Errorf("eval: %w", nearestModel(lib, *model, err)))
 		}
 		which, shipped = "model "+*model+"'s", &info
 	} else {

@@ -84,6 +84,17 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 		if err := knownPresetAndVariant(*preset, ""); err != nil {
 			return fail(stderr, fmt.Errorf("experiment: %w", err))
 		}
+		if name != "" && !contains(experiments.Names, name) {
+			return fail(stderr, fmt.Errorf("experiment: %w", unknownError("experiment", name, experiments.Names, "one of "+strings.Join(experiments.Names, ", "))))
+		}
+		if set["variants"] && *variants != "all" {
+			known := append(slices.Clone(engine.Variants), baselineNames()...)
+			for _, v := range strings.Split(*variants, ",") {
+				if v = strings.ToLower(strings.TrimSpace(v)); v != "" && !contains(known, v) {
+					return fail(stderr, fmt.Errorf("experiment: --variants: %w", unknownError("variant", v, known, "choose from "+strings.Join(known, ", ")+", or all")))
+				}
+			}
+		}
 		if name == "" {
 			return fail(stderr, fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))
 		}
@@ -113,7 +124,7 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 			runDir := models.RunDir(presets.RunsRoot(), *model)
 			aside, err := lib.Materialize(*model, runDir)
 			if err != nil {
-				return fail(stderr, fmt.Errorf("experiment: %w", err))
+				return fail(stderr, fmt.Errorf("experiment: %w", nearestModel(lib, *model, err)))
 			}
 			if aside != "" {
 				say(stderr, "experiment: %s held an earlier model %s: moved to %s", runDir, *model, aside)

@@ -30,10 +30,11 @@ func TestExperimentBadInputIsOneClearError(t *testing.T) {
 	}{
 		{[]string{"experiment"}, "name the experiment (one of ablation, versatility, efficiency, shots)"},
 		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--out", mine}, "is not empty (results.json is in it) and holds no experiment"},
-		{[]string{"experiment", "ablasion", "--preset", "sine-5shot"}, `unknown experiment "ablasion"`},
+		{[]string{"experiment", "ablasion", "--preset", "sine-5shot"}, `unknown experiment "ablasion"; did you mean ablation?`},
 		{[]string{"experiment", "ablation"}, "--preset is required"},
 		{[]string{"experiment", "ablation", "--preset", "sine-4shot"}, `unknown preset "sine-4shot"`},
-		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--variants", "vrf,metakernal"}, `unknown variant "metakernal"`},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--variants", "vrf,metakernal"}, `unknown variant "metakernal"; did you mean metakernel?`},
+		{[]string{"experiment", "versatility", "--model", "omniglot-5w1"}, `no such model "omniglot-5w1"`},
 		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--seeds", "1,two"}, `--seeds: "two" is not a seed`},
 		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--seeds", "1,1"}, "--seeds: 1 is listed twice"},
 		{[]string{"experiment", "efficiency", "--preset", "sine-5shot", "--bases", "16,-32"}, `--bases: "-32" is not a positive integer`},

@@ -154,3 +154,20 @@ func cmdModelsExport(args []string, stdout, stderr *os.File) int {
 	fmt.Fprintf(stdout, "exported %s → %s: %s, %d parameters (float32)\n", run, filepath.Join(*dir, info.Name), info.Test, info.Params)
 	return 0
 }
+
+// nearestModel adds to err, when it is a model name lib does not hold,
+// the nearest name it does hold.
+func nearestModel(lib models.Library, name string, err error) error {
+	if !errors.Is(err, models.ErrNoModel) {
+		return err
+	}
+	list, _ := lib.List() // a damaged model is no suggestion
+	var names []string
+	for _, m := range list {
+		names = append(names, m.Name)
+	}
+	if s := suggest(name, names); s != "" {
+		return fmt.Errorf("%w; did you mean %s?", err, runfile.Printable(s))
+	}
+	return err
+}
