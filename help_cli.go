@@ -66,7 +66,7 @@ var metavars = map[string]string{
 	"out": "DIR", "data": "DIR", "resume": "DIR", "run": "DIR", "folder": "DIR", "models-dir": "DIR", "sweep": "DIR",
 	"set": "KEY=VALUE", "minutes": "M", "engine": "local|slurm", "format": "csv|json", "split": "all|test",
 	"sources": "a,b", "test-sources": "a,b", "bases": "D", "ways": "N,..", "shots": "K,..", "slurm": "FILE",
-	"sort": "KEY", "runs": "[DIR]", "filter": "TEXT", "backbone": "NAME", "channels": "1|3", "support-shift": "R", "index": "I", "jobs": "K",
+	"sort": "KEY", "runs": "[DIR]", "filter": "TEXT", "dir": "DIR", "from": "URL|DIR|FILE", "backbone": "NAME", "channels": "1|3", "support-shift": "R", "index": "I", "jobs": "K",
 }
 
 // metavar is " NAME" after a flag in its help: what its value is.
