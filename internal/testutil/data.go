@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,7 +42,8 @@ var sets = map[string]dataSet{
 
 // Data is the folder of the data set called set (omniglot, metadataset,
 // miniimagenet), holding its files and any extra ones named (slash-separated
-// paths inside the folder). It is looked for where mkbench looks when no
+// paths inside the folder; naming one of the set's own, such as
+// images_background.zip, asks for that form of it rather than another). It is looked for where mkbench looks when no
 // --data is given: $MKBENCH_DATA/set when MKBENCH_DATA is set, else
 // ./data/set or ../shared/data/set from the module's root. When it is not
 // there, Need skips the test (fails it with CI=true) with one line saying
@@ -80,9 +82,19 @@ func inCI() bool {
 // findData is Data's search, as an error naming what is missing where.
 func findData(set string, extra ...string) (string, error) {
 	s := sets[set]
-	need := s.files
+	// An extra file that is one of the set's own names (a test that needs
+	// the zips rather than an unpacked copy) narrows that entry; the others
+	// are needed besides, and named.
+	need := slices.Clone(s.files)
+	var named []string
 	for _, e := range extra {
-		need = append(need[:len(need):len(need)], []string{filepath.FromSlash(e)})
+		e = filepath.FromSlash(e)
+		if i := slices.IndexFunc(need, func(names []string) bool { return slices.Contains(names, e) }); i >= 0 {
+			need[i] = []string{e}
+			continue
+		}
+		need = append(need, []string{e})
+		named = append(named, filepath.ToSlash(e))
 	}
 	var tried []string
 	for _, p := range dataDirs(set) {
@@ -92,8 +104,8 @@ func findData(set string, extra ...string) (string, error) {
 		tried = append(tried, p.name)
 	}
 	what := s.what
-	if len(extra) > 0 {
-		what += " and " + strings.Join(extra, ", ")
+	if len(named) > 0 {
+		what += " and " + strings.Join(named, ", ")
 	}
 	return "", fmt.Errorf("needs %s in %s (%s)", what, strings.Join(tried, " or "), s.get)
 }

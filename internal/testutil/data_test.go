@@ -131,6 +131,21 @@ func TestDataExtraFiles(t *testing.T) {
 	if dir, f := data(t, "omniglot", "splits/vinyals/trainval.txt"); dir != shared {
 		t.Fatalf("with it: %q, %q", dir, f.skipped)
 	}
+	// A test that needs the zips, not an unpacked copy, names them so: the
+	// unpacked folders do not count, and the line does not name the zips
+	// twice.
+	local := filepath.Join(top, "main", "data", "omniglot")
+	put(t, local, "images_background/a.png", "images_evaluation/b.png")
+	if dir, _ := data(t, "omniglot"); dir != local {
+		t.Fatalf("an unpacked copy in ./data: %q", dir)
+	}
+	if dir, _ := data(t, "omniglot", "images_background.zip", "images_evaluation.zip"); dir != shared {
+		t.Fatalf("the zips, with an unpacked copy in ./data: %q", dir)
+	}
+	os.RemoveAll(shared)
+	if _, f := data(t, "omniglot", "images_background.zip"); !strings.HasPrefix(f.skipped, "needs the Omniglot zips in ") {
+		t.Fatalf("the zips, with none: %q", f.skipped)
+	}
 }
 
 // A name no table row has is the test's own mistake: it fails, CI or not.
