@@ -53,6 +53,10 @@ type RunOptions struct {
 
 	// Control carries commands served between iterations (control.go); nil: none.
 	Control <-chan Command
+	// EvalProgress, when set, is Model.EvalProgress for the run's
+	// evaluations (validations, CmdEvaluate, the final one): the
+	// workbench's progress and ETA of an evaluation that takes minutes.
+	EvalProgress func(done, total int)
 
 	// Budget, when positive, ends training once this much training time has
 	// passed (resumed parts included): the run then finishes as if
@@ -174,6 +178,7 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 	if r.m, err = NewModel(r.cfg, src); err != nil {
 		return res, err
 	}
+	r.m.EvalProgress = opts.EvalProgress
 	defer r.close()
 	if err := r.init(ctx); err != nil {
 		return res, err

@@ -30,11 +30,16 @@ type chartSpec struct {
 	// iterX: x is an iteration count, labelled at whole, round numbers
 	// (iterTicks) instead of every 8 columns wherever that falls (2.5).
 	iterX bool
+	// nonNeg: y is a metric that cannot be negative (MSE, KL, an
+	// accuracy), so its axis starts no lower than 0.
+	nonNeg bool
 }
 
 // yRange returns the range of the finite y values of sets (after the log
-// transform), padded so lines do not sit on the frame.
-func yRange(sets []xySet, logY bool) (lo, hi float64, ok bool) {
+// transform), padded so lines do not sit on the frame. The padding of a
+// nonnegative metric (nonNeg, linear axis) stops at 0: an axis below zero
+// says the metric can go there.
+func yRange(sets []xySet, logY, nonNeg bool) (lo, hi float64, ok bool) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, s := range sets {
 		for _, v := range s.y {
@@ -52,12 +57,16 @@ func yRange(sets []xySet, logY bool) (lo, hi float64, ok bool) {
 	if lo > hi {
 		return 0, 0, false
 	}
+	floor := math.Inf(-1)
+	if nonNeg && !logY && lo >= 0 {
+		floor = 0
+	}
 	if hi-lo < 1e-12 {
 		d := max(math.Abs(hi)*0.1, 1e-3)
-		return lo - d, hi + d, true
+		return max(lo-d, floor), hi + d, true
 	}
 	pad := 0.05 * (hi - lo)
-	return lo - pad, hi + pad, true
+	return max(lo-pad, floor), hi + pad, true
 }
 
 func xRange(sets []xySet) (lo, hi float64, ok bool) {
@@ -242,7 +251,7 @@ func lineChart(t Theme, title string, sets []xySet, w, h int, spec chartSpec) st
 	if w < 12 || h < 4 {
 		return block(head, w, h)
 	}
-	minY, maxY, okY := yRange(sets, spec.logY)
+	minY, maxY, okY := yRange(sets, spec.logY, spec.nonNeg)
 	minX, maxX, okX := xRange(sets)
 	if !okX || !okY {
 		return block(head+"\n"+center(t.Dim.Render("waiting for data…"), w, h-1), w, h)

@@ -24,9 +24,11 @@ type dashKeys struct {
 	Toggles [len(toggleVariants)]key.Binding
 	// View.
 	NextPane, PrevPane, Zoom, CycleRun, EMA, LogY, DimNext, DimPrev, PairX, PairY, NewTask key.Binding
-	// Experiments opens the experiments screen: X, since x picks a
-	// heatmap dimension here.
+	// Experiments opens the experiments screen: X, as on the picker (x
+	// picks a heatmap dimension here).
 	Experiments key.Binding
+	// Back goes to the picker; the runs keep training.
+	Back key.Binding
 	// Runs opens the runs screen (every run directory under the root).
 	Runs key.Binding
 }
@@ -54,6 +56,7 @@ func newDashKeys() dashKeys {
 
 		Experiments: bind("X", "experiments screen", "X"),
 		Runs:        bind("R", "runs screen: every run under the runs root", "R"),
+		Back:        bind("esc", "back to the picker (runs keep training)", "esc"),
 	}
 	for i := range k.Toggles {
 		d := string(rune('1' + i))
@@ -68,7 +71,7 @@ func (k dashKeys) groups() []helpGroup {
 		{"Training", []key.Binding{k.Pause, k.Stop, k.Checkpoint, k.Evaluate, k.Experiments, k.Runs}},
 		{"Ablation toggles", k.Toggles[:]},
 		{"View", []key.Binding{k.NextPane, k.PrevPane, k.Zoom, k.CycleRun, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY, k.NewTask}},
-		{"General", []key.Binding{k.Help, k.Quit}},
+		{"General", []key.Binding{k.Back, k.Help, k.Quit}},
 	}
 }
 

@@ -59,9 +59,9 @@ func (d *dashboard) paneBody(p pane, w, h int) string {
 			}
 			return accuracyPane(d.theme, ad, w, h)
 		}
-		return fitPane(d.theme, fitData{Variant: sel.variant, Display: sel.display, Task: d.task}, w, h)
+		return fitPane(d.theme, fitData{Variant: sel.variant, Display: sel.display, Task: d.task, NoDisplay: d.noDisplay}, w, h)
 	case paneOmega:
-		return omegaPane(d.theme, omegaData{Variant: sel.variant, Display: sel.display, Dim: d.dim, PairX: d.pairX, PairY: d.pairY}, w, h)
+		return omegaPane(d.theme, omegaData{Variant: sel.variant, Display: sel.display, Dim: d.dim, PairX: d.pairX, PairY: d.pairY, NoDisplay: d.noDisplay}, w, h)
 	case paneRuns:
 		return runsPane(d.theme, d.rows(), w, h)
 	}
@@ -166,11 +166,12 @@ func (d *dashboard) status() statusData {
 		}
 	}
 	if sel.run != nil {
-		s.Dir, s.Iters = sel.run.Dir, sel.run.Config.Iters
+		s.Dir, s.Iters, s.Budget = sel.run.Dir, sel.run.Config.Iters, sel.run.Budget
 	}
 	s.Iter = sel.iteration()
+	s.Eval = sel.evalProg
 	if sel.last != nil {
-		s.Iters, s.ItPerSec = sel.last.Iters, sel.last.ItersPerSec
+		s.Iters, s.ItPerSec, s.Wall = sel.last.Iters, sel.last.ItersPerSec, sel.last.Wall
 		if sel.state != "running" {
 			s.ItPerSec = 0
 		}

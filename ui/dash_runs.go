@@ -51,6 +51,8 @@ type runView struct {
 	final   bool
 	vals    []session.ValPoint
 	err     error
+	// evalProg is the progress of an evaluation under way; nil when none.
+	evalProg *session.EvalProgress
 }
 
 func (v *runView) active() bool { return v.run != nil && !v.ended }
@@ -104,9 +106,17 @@ func (d *dashboard) apply(ups []session.Update) {
 				d.dirty[paneFit], d.dirty[paneOmega] = true, true
 			}
 		}
+		if u.EvalProgress != nil {
+			v.evalProg = u.EvalProgress
+		}
 		if len(u.Vals) > 0 {
 			v.vals = append(v.vals, u.Vals...)
 			d.dirty[paneFit] = true
+		}
+		// An evaluation is over once all its tasks are done or its
+		// result (or the run's end) has come.
+		if p := v.evalProg; p != nil && (p.Done >= p.Total || u.Eval != nil || len(u.Vals) > 0 || u.Ended) {
+			v.evalProg = nil
 		}
 		if u.Eval != nil {
 			v.eval, v.final = u.Eval, u.Final

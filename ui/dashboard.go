@@ -72,6 +72,9 @@ type dashboard struct {
 	quitting  bool
 	readOnly  bool // an experiment's run: the experiment drives it, only view keys work
 	opened    bool // read-only too: a finished run opened from its directory (run_open.go)
+	// noDisplay says why an opened run has no display to draw (its data
+	// set is missing): the fit and ω panes say it instead of waiting.
+	noDisplay string
 	w, h      int
 	panes     [numPanes]string
 	paneSize  [numPanes][2]int
@@ -123,8 +126,15 @@ func (d *dashboard) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (d *dashboard) View() string { return d.frame }
 
-// ShortHelp is the reminder in the header.
-func (d *dashboard) ShortHelp() []key.Binding { return d.keys.headerHelp() }
+// ShortHelp is the reminder in the header: esc leads back to the picker,
+// or from a read-only dashboard to whatever opened it.
+func (d *dashboard) ShortHelp() []key.Binding {
+	back := short(d.keys.Back, "picker")
+	if d.readOnly {
+		back = short(d.keys.Back, "back")
+	}
+	return append([]key.Binding{back}, d.keys.headerHelp()...)
+}
 
 func (d *dashboard) FullHelp() [][]key.Binding { return fullHelp(d.HelpGroups()) }
 

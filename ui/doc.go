@@ -6,7 +6,7 @@
 //
 // # Structure
 //
-// Model (model.go) is the root: it owns the session and the experiments
+// Model (model.go, its key routing in model_keys.go) is the root: it owns the session and the experiments
 // and shows one of five screens, the preset picker (picker.go, a
 // filterable bubbles list), the folder prompt of a folder preset
 // (folder_prompt.go), the dashboard (dashboard.go and dash_*.go, with its
@@ -20,7 +20,10 @@
 // over seeds as units finish. Each of the six is a component (component.go): a bubbletea model with a SetSize
 // and a help.KeyMap. Window sizes and run data go to every component,
 // keys only to the one showing; the root itself answers quit, help and
-// the keys that move between screens. The help overlay scrolls where its
+// the keys that move between screens. Letters typed faster than the
+// terminal is read arrive from bubbletea as one event ("jj"); the root
+// splits them into one key each, except into a text field with focus and
+// for a bracketed paste. The help overlay scrolls where its
 // page is taller than the terminal.
 //
 // Run (app.go) runs the program. Quitting stops every run with a
@@ -35,7 +38,7 @@
 // help overlay are generated from the same bindings.
 //
 // The picker trains the chosen preset on the dashboard (enter), opens
-// the experiments screen with it (x), or asks for a sweep directory to
+// the experiments screen with it (X, as on the dashboard), or asks for a sweep directory to
 // watch (w; `mkbench tui --sweep DIR` opens that screen directly). A
 // folder preset (your own images) picked without --data first asks for
 // its folder (folder_prompt.go): enter checks it with
@@ -49,7 +52,8 @@
 //     numbers of the selected run; m toggles EMA smoothing, l a log y axis
 //     (the ELBO is then drawn as −ELBO).
 //   - Sine fit: the display task's truth, support points, predicted mean
-//     and a ±2 sd band over several ω draws, with the task's MSE; n draws
+//     and a ±2 sd band over several ω draws (none for RBF, which draws no
+//     ω), with the task's MSE; n draws
 //     a new display task (engine.CmdDisplayTask). Classification presets
 //     show every run's validation accuracy here instead.
 //   - ω after each flow step: a histogram of one dimension after every
@@ -61,9 +65,15 @@
 //     of every run and bars of their smoothed losses.
 //
 // On 140×39 or more the panes form a 2×2 grid; smaller terminals show the
-// focused pane alone (tab cycles, z zooms one pane in the grid).
+// focused pane alone (tab cycles, z zooms one pane in the grid). The
+// status bar's ETA is the training-time budget's when that ends the run
+// first (Options.Minutes), and an evaluation's own while one runs. esc
+// goes back to the picker and the runs train on: the picker says so,
+// enter on their preset returns to them, and another preset trains once
+// they have ended. A run opened from its files whose data set is missing
+// says so in its fit and ω panes, with how to get it.
 //
-// The experiments screen (X from the dashboard) sets up an ablation,
+// The experiments screen (X from the picker or the dashboard) sets up an ablation,
 // efficiency, shots or versatility experiment in a form, then shows its
 // live results: a table of its points, a way × shot heatmap for
 // versatility, and the current run's dashboard (read-only) one key away.

@@ -107,6 +107,9 @@ func (s *expScreen) start() tea.Cmd {
 		return nil
 	}
 	o.Data = s.opts.Data
+	if o.FromRun == "" {
+		o.Minutes = s.opts.Minutes // a model evaluated is not trained: no budget
+	}
 	r := &experiments.Runner{Dir: strings.TrimSpace(s.form.inputs[ffOut].Value()), Options: o, Overrides: s.opts.Overrides, Baselines: experiments.DefaultBaselines()}
 	plan, err := r.Plan()
 	if err == nil && r.Dir == "" {
@@ -120,6 +123,7 @@ func (s *expScreen) start() tea.Cmd {
 	}
 	dir := r.Dir
 	norm := s.form.opts
+	norm.Minutes = o.Minutes
 	p := s.form.presetOf()
 	st := &expState{opts: norm, preset: p, metric: "mse", rows: planRows(norm), jobs: len(plan), job: 1,
 		started: time.Now(), state: "running", dashJob: -1}

@@ -260,10 +260,11 @@ func (e *expState) progressData(now time.Time) expProgressData {
 	if e.state == "stopping" {
 		d.State = "stopping (checkpointing)"
 	}
+	budget, _ := engine.MinutesBudget(e.opts.Minutes) // checked when the experiment started
 	if e.snap != nil {
 		d.Iter, d.Iters, d.ItPerSec = e.snap.Iter, e.snap.Iters, e.snap.ItersPerSec
-		if d.ItPerSec > 0 && d.Iters >= d.Iter {
-			d.RunETA = max(engine.Remaining(d.Iter, d.Iters, d.ItPerSec), 0)
+		if left, byBudget := runETA(d.Iter, d.Iters, d.ItPerSec, budget, e.snap.Wall); byBudget || d.ItPerSec > 0 && d.Iters >= d.Iter {
+			d.RunETA = max(left, 0)
 		}
 	}
 	// The rest of the experiment: the runs left at the mean time of
@@ -283,7 +284,11 @@ func (e *expState) progressData(now time.Time) expProgressData {
 		d.AllETA = secondsETA(cur + left*per)
 	case d.RunETA >= 0 && d.ItPerSec > 0:
 		// In floats: the runs left times a huge budget overflows an int.
-		d.AllETA = addETA(d.RunETA, secondsETA(left*float64(d.Iters)/d.ItPerSec))
+		per := float64(d.Iters) / d.ItPerSec
+		if budget > 0 {
+			per = min(per, budget.Seconds()) // each run ends at its budget at the latest
+		}
+		d.AllETA = addETA(d.RunETA, secondsETA(left*per))
 	}
 	return d
 }

@@ -2,12 +2,14 @@ package ui
 
 import (
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"math"
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // finite reports whether v can be drawn: NaN or ±Inf scaled to a canvas
@@ -140,6 +142,20 @@ func secondsETA(s float64) time.Duration {
 // addETA adds two remaining times, capped at etaCap.
 func addETA(a, b time.Duration) time.Duration { return secondsETA(a.Seconds() + b.Seconds()) }
 
+// runETA is the time a run has left: its iterations' at its pace
+// (engine.Remaining), or what is left of its training-time budget when
+// that ends it first (byBudget); negative when not known. wall is the
+// training time so far, resumed parts included, as the budget counts it.
+func runETA(iter, iters int, perSec float64, budget, wall time.Duration) (left time.Duration, byBudget bool) {
+	left = engine.Remaining(iter, iters, perSec)
+	if budget > 0 {
+		if b := max(budget-wall, 0); left < 0 || b < left {
+			return b, true
+		}
+	}
+	return left, false
+}
+
 // count writes an iteration count exactly up to 7 digits and as 12.35M,
 // 4.5G or 1T beyond, so that an iteration and its budget fit a column
 // however large the budget.
@@ -154,4 +170,70 @@ func count(n int) string {
 		return fmt.Sprintf("%.4gM", float64(n)/1e6)
 	}
 	return fmt.Sprint(n)
+}
+
+// cutMiddle fits s into w columns by cutting its middle: the start and
+// the end stay, and the end is what tells a run's directory (its seed and
+// time) from its neighbours'.
+func cutMiddle(s string, w int) string {
+	if ansi.StringWidthWc(s) <= w {
+		return s
+	}
+	if w <= 1 {
+		return ansi.TruncateWc(s, max(w, 0), "")
+	}
+	r := []rune(s)
+	tail := (w - 1) / 2
+	for tail > 0 && ansi.StringWidthWc(string(r[len(r)-tail:])) > (w-1)/2 {
+		tail--
+	}
+	rest := w - 1 - ansi.StringWidthWc(string(r[len(r)-tail:]))
+	return ansi.TruncateWc(string(r[:len(r)-tail]), rest, "") + "…" + string(r[len(r)-tail:])
+}
+
+// cutStart fits path s into w columns by cutting its start: of a run's
+// directory, the end (the run's own name, its experiment's) is what
+// tells it apart, and the runs root before it is the same for every run.
+func cutStart(s string, w int) string {
+	if ansi.StringWidthWc(s) <= w {
+		return s
+	}
+	r := []rune(s)
+	k := len(r)
+	for k > 0 && ansi.StringWidthWc(string(r[k-1:])) <= w-1 {
+		k--
+	}
+	return "…" + string(r[k:])
+}
+
+// fitNames fits names that share a column of w: a name that is too
+// long loses the start every name shares (up to a -, _, / or . in it),
+// shown as "…", and then its middle (cutMiddle). Runs named
+// sine-5shot-metakernel-s1-… and -s2-… differ at their ends, which is
+// what cutting at the end hid.
+func fitNames(names []string, w int) []string {
+	prefix := ""
+	for i, n := range names {
+		if i == 0 {
+			prefix = n
+			continue
+		}
+		k := 0
+		for k < len(prefix) && k < len(n) && prefix[k] == n[k] {
+			k++
+		}
+		prefix = prefix[:k]
+	}
+	if len(names) < 2 {
+		prefix = ""
+	}
+	cut := strings.LastIndexAny(prefix, "-_/.") + 1 // keep the separator's right side whole
+	out := make([]string, len(names))
+	for i, n := range names {
+		if ansi.StringWidthWc(n) > w && cut > 0 && cut < len(n) {
+			n = "…" + n[cut:]
+		}
+		out[i] = cutMiddle(n, w)
+	}
+	return out
 }

@@ -58,7 +58,7 @@ func checkBlock(t *testing.T, what, s string, w, h int) {
 	}
 }
 
-var sizes = [][2]int{{80, 24}, {160, 48}}
+var sizes = [][2]int{{80, 24}, {140, 40}, {160, 48}}
 
 // fakeDashboard is a dashboard in mid-training without a session: two
 // runs with curves, the selected one with a display and an evaluation.

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
@@ -21,8 +20,12 @@ import (
 type Options struct {
 	Preset string // start this preset at once instead of showing the picker
 	Iters  int    // iteration budget; 0 is the preset's
-	Seed   int64  // < 0 is the preset's
-	Root   string // runs root; "" is presets.RunsRoot()
+	// Minutes is every run's training-time budget (mkbench run
+	// --minutes); 0 is none. Status lines then give the budget's ETA when
+	// it ends a run before its iterations do.
+	Minutes float64
+	Seed    int64  // < 0 is the preset's
+	Root    string // runs root; "" is presets.RunsRoot()
 	// Data is the data folder (as mkbench run --data); "" is the default
 	// search, and a folder preset then asks for its folder (folder_prompt.go).
 	Data string
@@ -125,6 +128,8 @@ func New(opts Options) Model {
 	sess := session.New(presets.Preset{}, opts.Root)
 	sess.NewSources, sess.Data, sess.Interval = opts.NewSources, opts.Data, opts.Interval
 	sess.Overrides = opts.runOverrides()
+	budget, budgetErr := engine.MinutesBudget(opts.Minutes)
+	sess.Budget = budget
 	reg := &expRegistry{}
 	root := opts.Root
 	if root == "" {
@@ -137,6 +142,9 @@ func New(opts Options) Model {
 	m.picker.askFolder = opts.Data == ""
 	if damaged != nil {
 		m.picker.err = firstLine(damaged.Error())
+	}
+	if budgetErr != nil {
+		m.picker.err = firstLine(budgetErr.Error())
 	}
 	if opts.Sweep != "" {
 		m.screen, m.sweep.direct = screenSweep, true
@@ -256,8 +264,8 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, cmd
 
 	case pickedMsg:
-		if m.dash != nil {
-			return m, nil // a second enter's pick: the first one's dashboard is up
+		if m.dash != nil && (msg.p.Name == m.dash.preset.Name || !m.dash.allEnded()) {
+			return m.backToDashboard(msg.p)
 		}
 		if msg.p.Source == "folder" && msg.data == "" {
 			if m.opts.Data == "" {
@@ -273,11 +281,18 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if _, given := m.opts.Overrides["channels"]; msg.channels > 0 && !given {
 			m.sess.Overrides = m.sess.Overrides.With("channels", msg.channels)
 		}
+		// A dashboard whose runs have all ended gives way to the new
+		// preset's; its batches' wait, armed already, serves the new one.
+		waiting := m.dash != nil
 		m.dash = newDashboard(m.theme, newDashKeys(), m.sess, msg.p)
+		m.picker.dash = m.dash
 		m.dash.SetSize(m.w, m.h)
 		m.screen = screenDashboard
 		m.dash.start(variantIndex(msg.p.Variant)) // the preset's default: metakernel
 		m.dash.render()
+		if waiting {
+			return m, nil
+		}
 		return m, m.dash.Init()
 
 	case openModelMsg:
@@ -317,105 +332,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.quit()
 
 	case tea.KeyMsg:
-		return m.key(msg)
-	}
-	_, cmd := m.current().Update(msg)
-	return m, cmd
-}
-
-// key handles a key: a text field or the picker's filter takes (almost)
-// every key; else the root answers quit, help and the keys that move
-// between screens, the help overlay takes the rest while open, and the
-// screen showing otherwise.
-func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	switch {
-	case m.screen == screenPicker && m.picker.filtering():
-		_, cmd := m.picker.Update(msg) // every key is filter text
-		return m, cmd
-	case m.screen == screenExperiments && m.exp.capturing() && !m.help.open:
-		switch {
-		case msg.String() == "ctrl+c": // q is text here
-			return m.quit()
-		case key.Matches(msg, m.exp.keys.Back):
-			return m.leaveExperiments(), nil
-		}
-		_, cmd := m.exp.Update(msg) // every other key is text for the field
-		return m, cmd
-	case m.screen == screenSweep && m.sweep.capturing() && !m.help.open:
-		switch msg.String() {
-		case "ctrl+c": // q is text here
-			return m.quit()
-		case "esc":
-			return m.leaveSweep()
-		}
-		_, cmd := m.sweep.Update(msg) // the directory's text
-		return m, cmd
-	case m.screen == screenRuns && m.runs.capturing() && !m.help.open:
-		if msg.String() == "ctrl+c" { // q is text here
-			return m.quit()
-		}
-		_, cmd := m.runs.Update(msg)
-		return m, cmd
-	case m.screen == screenRuns && m.runs.leaving(msg) && !m.help.open:
-		m.screen = m.runsFrom
-		if m.screen == screenDashboard {
-			m.dash.markAll()
-			m.dash.render()
-		}
-		return m, nil
-	case m.screen == screenFolder && !m.help.open:
-		switch msg.String() {
-		case "ctrl+c": // q is text here
-			return m.quit()
-		case "esc":
-			m.folder.close()
-			m.screen = screenPicker
-			return m, nil
-		}
-		_, cmd := m.folder.Update(msg) // the folder's text
-		return m, cmd
-	}
-	switch {
-	case m.screen == screenSweep && key.Matches(msg, m.sweep.keys.Back) && !(m.help.open && msg.String() == "esc"):
-		return m.leaveSweep() // q too: the sweep runs elsewhere, nothing here to stop
-	case key.Matches(msg, m.keys.Quit):
-		return m.quit()
-	case !m.help.open && key.Matches(msg, m.keys.Help):
-		m.help.show(m.current())
-		return m, nil
-	case m.help.open:
-		_, cmd := m.help.Update(msg) // ? and esc close it; it takes every other key
-		return m, cmd
-	}
-	switch {
-	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Experiments):
-		preset := ""
-		if p, ok := m.picker.selected(); ok {
-			preset = p.Name
-		}
-		return m.openExperiments(preset), nil
-	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Runs),
-		m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Runs):
-		return m.openRuns()
-	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Sweep):
-		m.screen = screenSweep
-		return m, m.sweep.choose()
-	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Experiments):
-		return m.openExperiments(m.dash.preset.Name), nil
-	case m.screen == screenOpened && key.Matches(msg, m.opened.keys.Experiments):
-		r := m.openRun
-		name := r.Model
-		if name == "" {
-			name = filepath.Base(r.Dir)
-		}
-		m.from, m.screen = m.screen, screenExperiments
-		m.exp.openOn(name, r.Preset.Name, r.Dir)
-		return m, nil
-	case m.screen == screenOpened && msg.String() == "esc":
-		m.screen = m.openedFrom
-		return m, nil
-	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
-		return m.leaveExperiments(), nil
+		return m.keys1by1(msg)
 	}
 	_, cmd := m.current().Update(msg)
 	return m, cmd
@@ -488,6 +405,7 @@ func (m Model) resumeRun(r runs.Run) (tea.Model, tea.Cmd) {
 		m.sess.Data = rc.Data
 	}
 	m.dash = newDashboard(m.theme, newDashKeys(), m.sess, or.Preset)
+	m.picker.dash = m.dash
 	vi := variantIndex(or.Run.Variant)
 	m.dash.views[vi].run = or.Run
 	or.Update.Display = nil // the live run draws its own

@@ -52,6 +52,6 @@ func accuracyPane(t Theme, d accuracyData, w, h int) string {
 		}
 		legend = append(legend, l)
 	}
-	body := lineChart(t, "accuracy", sets, w, h-2, chartSpec{iterX: true})
+	body := lineChart(t, "accuracy", sets, w, h-2, chartSpec{iterX: true, nonNeg: true})
 	return block(t.Dim.Render(head)+"\n"+strings.Join(legend, "  ")+"\n"+body, w, h)
 }

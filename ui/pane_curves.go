@@ -70,20 +70,30 @@ func stats(x, y []float64, higherBetter bool) (latest, best, smooth float64) {
 	return
 }
 
+// curveMetric is one of the curves pane's charts.
+type curveMetric struct {
+	name   string
+	get    func(curve) []float64
+	higher bool
+	// nonNeg: the metric is never negative (the data term, MSE or NLL,
+	// and KL), so its axis starts no lower than 0.
+	nonNeg bool
+}
+
+func (m curveMetric) spec(s chartSpec) chartSpec {
+	s.nonNeg = m.nonNeg
+	return s
+}
+
 func curvesPane(t Theme, d curvesData, w, h int) string {
 	if len(d.Curves) == 0 {
 		return center(t.Dim.Render("waiting for the first iterations…"), w, h)
 	}
 	sel := d.Curves[min(max(d.Selected, 0), len(d.Curves)-1)]
-	type metric struct {
-		name   string
-		get    func(curve) []float64
-		higher bool
-	}
-	metrics := []metric{
-		{"ELBO", func(c curve) []float64 { return c.ELBO }, true},
-		{d.DataName, func(c curve) []float64 { return c.Data }, false},
-		{"KL", func(c curve) []float64 { return c.KL }, false},
+	metrics := []curveMetric{
+		{"ELBO", func(c curve) []float64 { return c.ELBO }, true, false},
+		{d.DataName, func(c curve) []float64 { return c.Data }, false, true},
+		{"KL", func(c curve) []float64 { return c.KL }, false, true},
 	}
 	var lines []string
 	for _, m := range metrics {
@@ -101,7 +111,7 @@ func curvesPane(t Theme, d curvesData, w, h int) string {
 	head := strings.Join(lines, "\n")
 	rows := h - len(lines)
 
-	build := func(m metric) []xySet {
+	build := func(m curveMetric) []xySet {
 		var sets []xySet
 		for _, c := range d.Curves {
 			y := m.get(c)
@@ -130,7 +140,7 @@ func curvesPane(t Theme, d curvesData, w, h int) string {
 			if i == 2 {
 				cwi = w - 2*(cw+1)
 			}
-			charts = append(charts, lineChart(t, titles[i], build(m), cwi, rows, spec))
+			charts = append(charts, lineChart(t, titles[i], build(m), cwi, rows, m.spec(spec)))
 		}
 		sep := block(strings.Repeat(" \n", rows), 1, rows)
 		return block(head, w, len(lines)) + "\n" + joinH(charts[0], sep, charts[1], sep, charts[2])
@@ -141,7 +151,7 @@ func curvesPane(t Theme, d curvesData, w, h int) string {
 		if i == 2 {
 			chi = rows - 2*ch
 		}
-		charts = append(charts, lineChart(t, titles[i], build(m), w, chi, spec))
+		charts = append(charts, lineChart(t, titles[i], build(m), w, chi, m.spec(spec)))
 	}
 	return block(head+"\n"+strings.Join(charts, "\n"), w, h)
 }

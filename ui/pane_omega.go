@@ -23,8 +23,9 @@ import (
 type omegaData struct {
 	Variant      string
 	Display      *engine.Display
-	Dim          int // histogram dimension
-	PairX, PairY int // heatmap dimensions
+	Dim          int    // histogram dimension
+	PairX, PairY int    // heatmap dimensions
+	NoDisplay    string // why no display will come; "" while one is on its way
 }
 
 // column returns dimension j of the D bases in one flow step.
@@ -82,7 +83,7 @@ func omegaPane(t Theme, d omegaData, w, h int) string {
 	disp := d.Display
 	switch {
 	case disp == nil:
-		return center(t.Dim.Render("waiting for the first display snapshot…"), w, h)
+		return waitingDisplay(t, d.NoDisplay, w, h)
 	case len(disp.OmegaSteps) == 0 || disp.Dim == 0:
 		return center(t.Dim.Render(d.Variant+": the RBF kernel has no bases ω"), w, h)
 	}

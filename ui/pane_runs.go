@@ -6,8 +6,10 @@ import (
 
 	"github.com/NimbleMarkets/ntcharts/barchart"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
 )
 
 // The ablation pane: a table of every run, one per toggle, and bars of
@@ -36,9 +38,122 @@ func (r runRow) active() bool {
 	return false
 }
 
+// ablationCell is one cell of the ablation table: its text as drawn
+// (styled) and its width.
+type ablationCell struct {
+	text  string
+	width int
+}
+
+func plainCell(s string) ablationCell { return ablationCell{s, ansi.StringWidthWc(s)} }
+
+// ablationColumn is a column of the ablation table after the variant's
+// name: its heading and a cell per row.
+type ablationColumn struct {
+	head  string
+	right bool // numbers, aligned right
+	cells []ablationCell
+}
+
+func (c ablationColumn) width() int {
+	w := ansi.StringWidthWc(c.head)
+	for _, x := range c.cells {
+		w = max(w, x.width)
+	}
+	return w
+}
+
+// ablationColumns are the table's columns after the name, in the order
+// drawn, as wide as w allows: the least useful give way first, as in the
+// runs table. The speed goes first (the status bar has the selected
+// run's), then the evaluation's "final" mark and its task count, then the
+// latest loss (the bars below compare the smoothed ones), then the
+// iteration; the state always stays.
+func ablationColumns(t Theme, rows []runRow, w int) []ablationColumn {
+	var state, iter, ips, loss ablationColumn
+	state.head, iter.head, ips.head, loss.head = "state", "iteration", "it/s", "loss"
+	ips.right, loss.right = true, true
+	evals := [3]ablationColumn{{head: "eval"}, {head: "eval (tasks)"}, {head: "eval (tasks)"}}
+	for _, r := range rows {
+		st := plainCell(r.State)
+		switch r.State {
+		case "failed":
+			st.text = t.Err.Render(r.State)
+		case "paused", "stopping", "evaluating":
+			st.text = t.Warn.Render(r.State)
+		case "off":
+			st.text = t.Dim.Render(r.State)
+		}
+		state.cells = append(state.cells, st)
+		it, rate, l := "", "", ""
+		if r.State != "off" {
+			it = count(r.Iter) + "/" + count(r.Iters)
+			if r.ItPerSec > 0 && r.State == "running" {
+				rate = fmt.Sprintf("%.1f", r.ItPerSec)
+			}
+			if finite(r.Loss) {
+				l = num(r.Loss)
+			}
+		}
+		iter.cells, ips.cells, loss.cells = append(iter.cells, plainCell(it)), append(ips.cells, plainCell(rate)), append(loss.cells, plainCell(l))
+		var ev [3]ablationCell
+		if r.Eval != nil {
+			v := fmt.Sprintf("%s±%.2g", num(r.Eval.Mean), r.Eval.CI95)
+			tasks := fmt.Sprintf(" (%d)", r.Eval.Tasks)
+			ev[0] = plainCell(v)
+			ev[1] = ablationCell{v + t.Dim.Render(tasks), ev[0].width + len(tasks)}
+			ev[2] = ev[1]
+			if r.EvalFinal {
+				ev[2] = ablationCell{ev[1].text + t.Dim.Render(" final"), ev[1].width + len(" final")}
+			}
+		}
+		for k := range evals {
+			evals[k].cells = append(evals[k].cells, ev[k])
+		}
+	}
+	// Each step narrows the table by one change, until it fits.
+	steps := [][]ablationColumn{
+		{state, iter, ips, loss, evals[2]},
+		{state, iter, loss, evals[2]},
+		{state, iter, loss, evals[1]},
+		{state, iter, loss, evals[0]},
+		{state, iter, evals[0]},
+		{state, evals[0]},
+	}
+	for _, cols := range steps {
+		total := ablationNameW - 1 // the name's padding is the first column's gap
+		for _, c := range cols {
+			total += 1 + c.width()
+		}
+		if total <= w {
+			return cols
+		}
+	}
+	return steps[len(steps)-1]
+}
+
+// ablationNameW is the width of a row's start: the toggle's key, its box
+// and the variant's name, padded ("1 [x] ▸MetaKernel  ").
+const ablationNameW = 19
+
+// ablationCellText pads cell to width, on the left for numbers.
+func ablationCellText(c ablationCell, width int, right bool) string {
+	gap := strings.Repeat(" ", max(width-c.width, 0))
+	if right {
+		return gap + c.text
+	}
+	return c.text + gap
+}
+
 func runsPane(t Theme, rows []runRow, w, h int) string {
-	var lines []string
-	lines = append(lines, t.Dim.Render(fmt.Sprintf("   %-3s %-13s%-10s %-12s %6s %8s %s", "on", " variant", "state", "iteration", "it/s", "loss", "eval (tasks)")))
+	cols := ablationColumns(t, rows, w)
+	widths := make([]int, len(cols))
+	head := pad("   on  variant", ablationNameW-1)
+	for k, c := range cols {
+		widths[k] = c.width()
+		head += " " + ablationCellText(plainCell(c.head), widths[k], c.right)
+	}
+	lines := []string{t.Dim.Render(strings.TrimRight(head, " "))}
 	var sel *runRow
 	var errs []string
 	for i := range rows {
@@ -59,37 +174,25 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 		} else {
 			name = " " + name
 		}
-		it, ips, loss, ev := "", "", "", ""
-		if r.State != "off" {
-			it = count(r.Iter) + "/" + count(r.Iters)
-			if r.ItPerSec > 0 && r.State == "running" {
-				ips = fmt.Sprintf("%.1f", r.ItPerSec)
-			}
-			if finite(r.Loss) {
-				loss = num(r.Loss)
-			}
-		}
-		if r.Eval != nil {
-			ev = fmt.Sprintf("%s±%.2g", num(r.Eval.Mean), r.Eval.CI95) + t.Dim.Render(fmt.Sprintf(" (%d)", r.Eval.Tasks))
-			if r.EvalFinal {
-				ev += t.Dim.Render(" final")
-			}
-		}
-		state := fmt.Sprintf("%-10s", r.State)
-		switch r.State {
-		case "failed":
-			state = t.Err.Render(state)
+		if r.State == "failed" {
 			errs = append(errs, t.Err.Render(r.Name+": ")+r.Err)
-		case "paused", "stopping", "evaluating":
-			state = t.Warn.Render(state)
-		case "off":
-			state = t.Dim.Render(state)
 		}
-		lines = append(lines, fmt.Sprintf("%s %s %s%s %-12s %6s %8s %s", t.Key.Render(r.Key), box, name, state, it, ips, loss, ev))
+		line := fmt.Sprintf("%s %s %s", t.Key.Render(r.Key), box, name)
+		for k, c := range cols {
+			if k > 0 {
+				line += " "
+			}
+			line += ablationCellText(c.cells[i], widths[k], c.right)
+		}
+		lines = append(lines, line)
 	}
 	lines = append(lines, t.Dim.Render("same seed and task stream for every variant · 1-6 toggle · v selects"))
 	if sel != nil && sel.Dir != "" {
-		lines = append(lines, t.Dim.Render("selected: ")+sel.Variant+t.Dim.Render(" → ")+sel.Dir)
+		// Cut at the start: the end of a run's directory is what tells
+		// it from the others.
+		lead := "selected: " + sel.Variant + " → "
+		dir := cutStart(runfile.Printable(sel.Dir), max(w-ansi.StringWidthWc(lead), 12))
+		lines = append(lines, t.Dim.Render("selected: ")+sel.Variant+t.Dim.Render(" → ")+dir)
 	}
 	for _, e := range errs {
 		lines = append(lines, strings.Split(lipgloss.NewStyle().Width(w).Render(e), "\n")...)

@@ -2,12 +2,14 @@ package ui
 
 import (
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/ui/session"
 )
 
 // The dashboard's status bar, under the panes.
@@ -22,6 +24,12 @@ type statusData struct {
 	Dir         string
 	State       string
 	Msg         note
+	// Budget is the run's training-time budget (0: none) and Wall its
+	// training time so far: the ETA is the budget's when it ends first.
+	Budget, Wall time.Duration
+	// Eval is the progress of the run's evaluation under way, if any: the
+	// bar and ETA are then the evaluation's.
+	Eval *session.EvalProgress
 }
 
 // statusBar is two lines: the selected run's progress, then its
@@ -45,14 +53,30 @@ func statusBar(t Theme, d statusData, w int) string {
 		pct = float64(d.Iter) / float64(d.Iters)
 	}
 	left := fmt.Sprintf(" %s │ %s │ %s/%s ", t.Bold.Render(d.Preset), strings.Join(vs, " "), count(d.Iter), count(d.Iters))
-	right := fmt.Sprintf(" %3.0f%% │ %s │ ETA %s ", 100*pct, engine.FormatRate(d.ItPerSec), eta(engine.Remaining(d.Iter, d.Iters, d.ItPerSec)))
-	if d.State != "running" {
+	var right string
+	switch left2, byBudget := runETA(d.Iter, d.Iters, d.ItPerSec, d.Budget, d.Wall); {
+	case d.Eval != nil && d.Eval.Total > 0:
+		pct = float64(d.Eval.Done) / float64(d.Eval.Total)
+		right = fmt.Sprintf(" evaluating %d/%d tasks │ ETA %s ", d.Eval.Done, d.Eval.Total, eta(d.Eval.Remaining()))
+	case byBudget:
+		pct = min(d.Wall.Seconds()/d.Budget.Seconds(), 1)
+		right = fmt.Sprintf(" %3.0f%% │ %s │ ETA %s (%s budget) ", 100*pct, engine.FormatRate(d.ItPerSec), eta(left2), eta(d.Budget))
+	default:
+		right = fmt.Sprintf(" %3.0f%% │ %s │ ETA %s ", 100*pct, engine.FormatRate(d.ItPerSec), eta(left2))
+	}
+	if d.State != "running" && (d.Eval == nil || d.State != "evaluating") {
 		right += "│ " + t.Warn.Render(d.State) + " "
 	}
 	if bw := w - ansi.StringWidthWc(left) - ansi.StringWidthWc(right); bw >= 5 {
 		left += t.bar(min(bw, 40), pct)
 	}
-	line2 := " " + t.Dim.Render(runfile.Printable(d.Dir))
+	// The directory gives way to the message down to half the line, cut
+	// at its start: its end tells it from the run's neighbours.
+	dir := runfile.Printable(d.Dir)
+	if d.Msg.text != "" {
+		dir = cutStart(dir, max(w-4-ansi.StringWidthWc(d.Msg.text), w/2-4, 16))
+	}
+	line2 := " " + t.Dim.Render(dir)
 	if d.Msg.text != "" {
 		line2 += t.Dim.Render(" │ ") + d.Msg.render(t)
 	}

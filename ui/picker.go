@@ -32,12 +32,15 @@ type pickerKeys struct {
 
 func newPickerKeys() pickerKeys {
 	return pickerKeys{
-		globalKeys:  newGlobalKeys(),
-		Start:       bind("enter", "train the preset (metakernel; a folder preset asks for its folder first), or open the model", "enter"),
-		Filter:      bind("/", "filter presets", "/"),
-		Up:          bind("↑/k", "up", "up", "k"),
-		Down:        bind("↓/j", "down", "down", "j"),
-		Experiments: bind("x", "experiments (ablation, shots, …)", "x", "X"),
+		globalKeys: newGlobalKeys(),
+		Start:      bind("enter", "train the preset (metakernel; a folder preset asks for its folder first), or open the model", "enter"),
+		Filter:     bind("/", "filter presets", "/"),
+		Up:         bind("↑/k", "up", "up", "k"),
+		Down:       bind("↓/j", "down", "down", "j"),
+		// X as on every other screen (x picks a heatmap dimension on the
+		// dashboard); x, which nothing else here means, is kept for hands
+		// that learnt it.
+		Experiments: bind("X", "experiments (ablation, shots, …)", "X", "x"),
 		Sweep:       bind("w", "watch a sweep directory (mkbench sweep run)", "w"),
 		Runs:        bind("R", "runs: every run under the runs root, to compare, open, resume", "R"),
 	}
@@ -76,7 +79,10 @@ type picker struct {
 	// opening is the model being opened ("" when none), err why the
 	// last one could not be.
 	opening, err string
-	w, h         int
+	// dash is the dashboard left with esc (nil before the first pick):
+	// its runs train on, and the picker says so.
+	dash *dashboard
+	w, h int
 }
 
 // pickedMsg says the user chose a preset. A folder preset's pick
@@ -181,6 +187,14 @@ func (p *picker) View() string {
 	if m, ok := p.selectedModel(); ok {
 		detail = t.Bold.Render(m.Name) + "  " + modelSummary(m) + "\n" +
 			t.Dim.Render("enter opens it: its learning curves and ω panes; X there runs the versatility experiment on it")
+	}
+	if d := p.dash; d != nil {
+		line := fmt.Sprintf("the dashboard's runs of %s have ended; enter trains the preset under the cursor", d.preset.Name)
+		if n := len(d.activeViews()); n > 0 {
+			line = fmt.Sprintf("the dashboard trains %s (%s) on: enter on %s goes back to it · q stops them with a checkpoint and quits",
+				d.preset.Name, plural(n, "run"), d.preset.Name)
+		}
+		detail = t.Warn.Render(line) + "\n" + detail
 	}
 	switch {
 	case p.opening != "":

@@ -1,10 +1,12 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/presets"
@@ -28,6 +30,9 @@ type openedRun struct {
 	// data set to draw a task) or that an earlier model in Dir was moved
 	// aside; "" when neither.
 	Note string
+	// NoDisplay says why the fit and ω panes have nothing to draw (the
+	// run's data set is missing, and how to get it); "" when they have.
+	NoDisplay string
 }
 
 // runOpenedMsg brings an opened run, or why it could not be opened.
@@ -98,10 +103,31 @@ func openRun(dir, data string) (openedRun, error) {
 	disp, err := runDisplay(dir, rc, data)
 	if err != nil {
 		r.Note = "ω panes: " + firstLine(err.Error())
+		r.NoDisplay = noDisplay(p.Source, err)
 	}
 	u.Display = disp
 	r.Update = u
 	return r, nil
+}
+
+// missingData are the errors of a data set that is not on this machine.
+var missingData = []error{datasets.ErrNoOmniglot, datasets.ErrNoMiniImageNet, datasets.ErrNoCIFAR,
+	datasets.ErrNoDomainNet, datasets.ErrNoMetaDataset, datasets.ErrNoEmbeddings, datasets.ErrNoFolder}
+
+// noDisplay is what the fit and ω panes of an opened run say instead of
+// its display, which err kept from being drawn: a missing data set is
+// named with the way to get it, since the rest of the run (its curves, its
+// evaluation) is shown without it.
+func noDisplay(family string, err error) string {
+	for _, e := range missingData {
+		if errors.Is(err, e) {
+			// The command on a line of its own: wrapped, it stays whole.
+			return fmt.Sprintf("the ω panes draw a task of the %s data set, which is not on this machine; get it with\n"+
+				"mkbench data get %s\n"+
+				"or open the workbench with --data DIR. The curves and the evaluation are the run's own.", family, family)
+		}
+	}
+	return "no ω to draw: " + firstLine(err.Error())
 }
 
 // errNotFinished ends an opened run that has no summary.json: the
@@ -143,7 +169,7 @@ func runDisplay(dir string, rc engine.RunConfig, data string) (*engine.Display, 
 // newOpenedDashboard is the read-only dashboard of an opened run.
 func newOpenedDashboard(t Theme, k dashKeys, r openedRun) *dashboard {
 	d := newDashboard(t, k, nil, r.Preset)
-	d.readOnly, d.opened = true, true
+	d.readOnly, d.opened, d.noDisplay = true, true, r.NoDisplay
 	vi := variantIndex(r.Run.Variant)
 	d.views[vi].run, d.views[vi].state = r.Run, "starting"
 	d.selected = vi

@@ -170,6 +170,13 @@ func (s *runsScreen) table(w, h int) string {
 		row  int // index into view; -1 for a heading
 	}
 	var lines []line
+	// Names too long for the column keep what tells them apart, their
+	// ends (fitNames).
+	names := make([]string, len(s.view))
+	for i, j := range s.view {
+		names[i] = runfile.Printable(runs.InGroup(s.all[j]))
+	}
+	names = fitNames(names, runW)
 	group := "\x00"
 	for i, j := range s.view {
 		r := s.all[j]
@@ -190,7 +197,7 @@ func (s *runsScreen) table(w, h int) string {
 				mark = string(t.Marker(c))
 			}
 		}
-		name := pad(runfile.Printable(runs.InGroup(r)), runW)
+		name := pad(names[i], runW)
 		if i == s.cursor {
 			name = t.Bold.Render(name)
 		}
@@ -307,14 +314,15 @@ func (s *runsScreen) detail() string {
 // overlayMetrics are what the curves view draws: a metrics.jsonl field or
 // the validation curve.
 var overlayMetrics = []struct {
-	name string
-	get  func(engine.MetricsRow) float64 // nil: the validation curve
+	name   string
+	get    func(engine.MetricsRow) float64 // nil: the validation curve
+	nonNeg bool                            // never negative: the axis starts no lower than 0
 }{
-	{"loss (−ELBO)", func(m engine.MetricsRow) float64 { return m.Loss }},
-	{"ELBO", func(m engine.MetricsRow) float64 { return m.ELBO }},
-	{"KL", func(m engine.MetricsRow) float64 { return m.KL }},
-	{"data term", func(m engine.MetricsRow) float64 { return m.Data }},
-	{"validation", nil},
+	{"loss (−ELBO)", func(m engine.MetricsRow) float64 { return m.Loss }, false},
+	{"ELBO", func(m engine.MetricsRow) float64 { return m.ELBO }, false},
+	{"KL", func(m engine.MetricsRow) float64 { return m.KL }, true},
+	{"data term", func(m engine.MetricsRow) float64 { return m.Data }, true},
+	{"validation", nil, true},
 }
 
 // curvesView overlays the marked runs' curves of one metric with a
@@ -392,7 +400,7 @@ func (s *runsScreen) curvesView(w, h int) string {
 	if len(notes) > 0 {
 		legendLines = append(legendLines, t.Dim.Render(strings.Join(notes, "; ")))
 	}
-	chart := lineChart(t, title, sets, w, h-len(legendLines), chartSpec{logY: s.logY, iterX: !s.timeX})
+	chart := lineChart(t, title, sets, w, h-len(legendLines), chartSpec{logY: s.logY, iterX: !s.timeX, nonNeg: m.nonNeg})
 	return block(chart+"\n"+strings.Join(legendLines, "\n"), w, h)
 }
 

@@ -21,8 +21,9 @@ import (
 // 15 per second, inside the workbench's 20 redraws a second.
 const DefaultInterval = time.Second / 15
 
-// Session holds the runs of one preset. Its exported fields are settings,
-// read when a run starts; set them before the first Start.
+// Session holds the workbench's runs. Its exported fields are settings,
+// read when a run starts (the workbench changes Preset when the user
+// goes on to another preset once the runs of the first have ended).
 type Session struct {
 	Preset presets.Preset
 	Root   string // runs root; "" is presets.RunsRoot()
@@ -38,6 +39,9 @@ type Session struct {
 	// Data.
 	NewSources func(family string, cfg engine.Config) (presets.Sources, error)
 	Interval   time.Duration // between batches; 0 is DefaultInterval
+	// Budget, when positive, is every run's training-time budget
+	// (engine.RunOptions.Budget, mkbench tui --minutes).
+	Budget time.Duration
 
 	notify    chan struct{} // one slot: "something is pending"
 	closed    chan struct{}
@@ -74,7 +78,8 @@ type Run struct {
 	Variant string
 	Dir     string
 	Config  engine.Config
-	Resumed bool // continues an earlier run's directory
+	Resumed bool          // continues an earlier run's directory
+	Budget  time.Duration // training-time budget; 0: none (Session.Budget)
 
 	sess   *Session
 	ctl    chan engine.Command
@@ -104,7 +109,7 @@ func (s *Session) Start(variant string, displayTask int) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	return s.launch(&Run{Variant: cfg.Variant(), Dir: dir, Config: cfg}, displayTask)
+	return s.launch(&Run{Variant: cfg.Variant(), Dir: dir, Config: cfg, Budget: s.Budget}, displayTask)
 }
 
 // Resume continues a run that was stopped before its end, in its own
@@ -122,7 +127,7 @@ func (s *Session) Resume(prev *Run, displayTask int) (*Run, error) {
 			return nil, fmt.Errorf("session: %s is still running", prev.Variant)
 		}
 	}
-	return s.launch(&Run{Variant: prev.Variant, Dir: prev.Dir, Config: prev.Config, Resumed: true}, displayTask)
+	return s.launch(&Run{Variant: prev.Variant, Dir: prev.Dir, Config: prev.Config, Resumed: true, Budget: s.Budget}, displayTask)
 }
 
 func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
@@ -148,7 +153,14 @@ func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
 	s.runs = append(s.runs, r)
 	s.mu.Unlock()
 
-	opts := engine.RunOptions{Preset: s.Preset.Name, Dir: r.Dir, Resume: r.Resumed, DisplayTask: displayTask, Control: r.ctl}
+	// The worker reads nothing of the session's fields: the workbench
+	// sets Preset anew when the user goes on to another preset.
+	source := s.Preset.Source
+	opts := engine.RunOptions{Preset: s.Preset.Name, Dir: r.Dir, Resume: r.Resumed, DisplayTask: displayTask, Control: r.ctl, Budget: r.Budget,
+		EvalProgress: func(done, total int) {
+			r.box.evalProgress(done, total, time.Now())
+			s.wake()
+		}}
 	cfg := r.Config
 	if r.Resumed {
 		cfg.Iters = 0 // the checkpoint's budget
@@ -162,7 +174,7 @@ func (s *Session) launch(r *Run, displayTask int) (*Run, error) {
 		// Sources are built here, not by the caller: loading a data set
 		// takes seconds, and the caller is the UI's update loop.
 		res, err := safeRun(func() (engine.Result, error) {
-			srcs, err := newSources(s.Preset.Source, r.Config)
+			srcs, err := newSources(source, r.Config)
 			if err != nil {
 				return engine.Result{}, err
 			}
@@ -295,19 +307,35 @@ func (s *Session) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
 }
 
+// EvalProgress is how far a run's evaluation (a validation, an evaluate
+// command or the final one) has got.
+type EvalProgress struct {
+	Done, Total int     // tasks
+	Rate        float64 // tasks a second since the first report; 0: not known yet
+}
+
+// Remaining is the time the rest of the evaluation takes at Rate;
+// negative when not known.
+func (p EvalProgress) Remaining() time.Duration {
+	return engine.Remaining(p.Done, p.Total, p.Rate)
+}
+
 // Update is what one run produced since the previous batch.
 type Update struct {
-	Run     *Run
-	Points  []Point          // one per snapshot, in order
-	Last    *engine.Snapshot // the newest snapshot, Display and Eval removed
-	Display *engine.Display  // the newest display snapshot, if any came
-	Eval    *engine.EvalResult
-	Final   bool       // Eval is the run's final evaluation
-	Vals    []ValPoint // validations since the last batch (Config.ValEvery)
-	Replies []engine.Reply
-	Ended   bool // the run is over; Result and Err are its outcome
-	Result  engine.Result
-	Err     error
+	Run *Run
+	// EvalProgress is the newest progress of an evaluation under way, if
+	// one reported since the last batch.
+	EvalProgress *EvalProgress
+	Points       []Point          // one per snapshot, in order
+	Last         *engine.Snapshot // the newest snapshot, Display and Eval removed
+	Display      *engine.Display  // the newest display snapshot, if any came
+	Eval         *engine.EvalResult
+	Final        bool       // Eval is the run's final evaluation
+	Vals         []ValPoint // validations since the last batch (Config.ValEvery)
+	Replies      []engine.Reply
+	Ended        bool // the run is over; Result and Err are its outcome
+	Result       engine.Result
+	Err          error
 }
 
 // Drain returns, without waiting, what every run produced since the last
@@ -372,6 +400,29 @@ type mailbox struct {
 	ended   bool
 	result  engine.Result
 	err     error
+	// The evaluation under way: its newest progress, and its first
+	// report, from which its rate is measured.
+	evalProg            *EvalProgress
+	evalFirst           int
+	evalFirstAt         time.Time
+	evalDone, evalTotal int
+}
+
+// evalProgress records that done of total tasks of an evaluation are
+// done at now. A report that goes back (a new evaluation) starts the
+// rate afresh.
+func (b *mailbox) evalProgress(done, total int, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if total != b.evalTotal || done < b.evalDone || b.evalFirstAt.IsZero() {
+		b.evalFirst, b.evalFirstAt = done, now
+	}
+	b.evalDone, b.evalTotal = done, total
+	p := &EvalProgress{Done: done, Total: total}
+	if el := now.Sub(b.evalFirstAt).Seconds(); el > 0 && done > b.evalFirst {
+		p.Rate = float64(done-b.evalFirst) / el
+	}
+	b.fresh, b.evalProg = true, p
 }
 
 func (b *mailbox) observe(s engine.Snapshot) {
@@ -421,9 +472,10 @@ func (b *mailbox) take() (Update, bool) {
 		return Update{}, false
 	}
 	u := Update{Points: b.points, Last: b.last, Display: b.display, Eval: b.eval, Final: b.final, Vals: b.vals,
-		Replies: b.replies, Ended: b.ended, Result: b.result, Err: b.err}
+		Replies: b.replies, Ended: b.ended, Result: b.result, Err: b.err, EvalProgress: b.evalProg}
 	b.fresh = false
 	b.points, b.last, b.display, b.eval, b.final, b.vals, b.replies = nil, nil, nil, nil, false, nil, nil
+	b.evalProg = nil
 	// ended stays set: a run ends once, and the flag only travels once
 	// because fresh is clear until something new (nothing) arrives.
 	return u, true

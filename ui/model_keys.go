@@ -1,0 +1,176 @@
+package ui
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/mkbench/mkbench/presets"
+)
+
+// How the root model routes keys: one key per rune of a fast burst, a
+// text field's keys to it, then quit, help and the keys that move between
+// screens, and the rest to the screen showing.
+
+// keys1by1 handles a key event as the keys a person typed. Bubbletea v1
+// delivers the letters of one read as one event ("jj"), which matches no
+// binding: typed quickly, they were lost. Each rune is a key of its own
+// here, until a text field has focus (the picker's filter, a form field):
+// the rest is then its text, as is a bracketed paste.
+func (m Model) keys1by1(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	if msg.Type != tea.KeyRunes || msg.Paste || len(msg.Runes) < 2 || m.typing() {
+		return m.key(msg)
+	}
+	var cmds []tea.Cmd
+	for i, r := range msg.Runes {
+		k := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}
+		if m.typing() {
+			k.Runes = msg.Runes[i:]
+		}
+		next, cmd := m.key(k)
+		m, cmds = next.(Model), append(cmds, cmd)
+		if len(k.Runes) > 1 || m.ended {
+			break
+		}
+	}
+	return m, tea.Batch(cmds...)
+}
+
+// typing reports whether a text field has focus, so that every rune is
+// its text rather than a key.
+func (m Model) typing() bool {
+	if m.help.open {
+		return false
+	}
+	switch m.screen {
+	case screenPicker:
+		return m.picker.filtering()
+	case screenExperiments:
+		return m.exp.capturing()
+	case screenSweep:
+		return m.sweep.capturing()
+	case screenRuns:
+		return m.runs.filtering
+	case screenFolder:
+		return true
+	}
+	return false
+}
+
+// key handles a key: a text field or the picker's filter takes (almost)
+// every key; else the root answers quit, help and the keys that move
+// between screens, the help overlay takes the rest while open, and the
+// screen showing otherwise.
+func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	switch {
+	case m.screen == screenPicker && m.picker.filtering():
+		_, cmd := m.picker.Update(msg) // every key is filter text
+		return m, cmd
+	case m.screen == screenExperiments && m.exp.capturing() && !m.help.open:
+		switch {
+		case msg.String() == "ctrl+c": // q is text here
+			return m.quit()
+		case key.Matches(msg, m.exp.keys.Back):
+			return m.leaveExperiments(), nil
+		}
+		_, cmd := m.exp.Update(msg) // every other key is text for the field
+		return m, cmd
+	case m.screen == screenSweep && m.sweep.capturing() && !m.help.open:
+		switch msg.String() {
+		case "ctrl+c": // q is text here
+			return m.quit()
+		case "esc":
+			return m.leaveSweep()
+		}
+		_, cmd := m.sweep.Update(msg) // the directory's text
+		return m, cmd
+	case m.screen == screenRuns && m.runs.capturing() && !m.help.open:
+		if msg.String() == "ctrl+c" { // q is text here
+			return m.quit()
+		}
+		_, cmd := m.runs.Update(msg)
+		return m, cmd
+	case m.screen == screenRuns && m.runs.leaving(msg) && !m.help.open:
+		m.screen = m.runsFrom
+		if m.screen == screenDashboard {
+			m.dash.markAll()
+			m.dash.render()
+		}
+		return m, nil
+	case m.screen == screenFolder && !m.help.open:
+		switch msg.String() {
+		case "ctrl+c": // q is text here
+			return m.quit()
+		case "esc":
+			m.folder.close()
+			m.screen = screenPicker
+			return m, nil
+		}
+		_, cmd := m.folder.Update(msg) // the folder's text
+		return m, cmd
+	}
+	switch {
+	case m.screen == screenSweep && key.Matches(msg, m.sweep.keys.Back) && !(m.help.open && msg.String() == "esc"):
+		return m.leaveSweep() // q too: the sweep runs elsewhere, nothing here to stop
+	case key.Matches(msg, m.keys.Quit):
+		return m.quit()
+	case !m.help.open && key.Matches(msg, m.keys.Help):
+		m.help.show(m.current())
+		return m, nil
+	case m.help.open:
+		_, cmd := m.help.Update(msg) // ? and esc close it; it takes every other key
+		return m, cmd
+	}
+	switch {
+	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Experiments):
+		preset := ""
+		if p, ok := m.picker.selected(); ok {
+			preset = p.Name
+		}
+		return m.openExperiments(preset), nil
+	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Runs),
+		m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Runs):
+		return m.openRuns()
+	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Sweep):
+		m.screen = screenSweep
+		return m, m.sweep.choose()
+	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Experiments):
+		return m.openExperiments(m.dash.preset.Name), nil
+	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Back):
+		m.screen = screenPicker // the runs keep training; the picker says so
+		return m, nil
+	case m.screen == screenOpened && key.Matches(msg, m.opened.keys.Experiments):
+		r := m.openRun
+		name := r.Model
+		if name == "" {
+			name = filepath.Base(r.Dir)
+		}
+		m.from, m.screen = m.screen, screenExperiments
+		m.exp.openOn(name, r.Preset.Name, r.Dir)
+		return m, nil
+	case m.screen == screenOpened && msg.String() == "esc":
+		m.screen = m.openedFrom
+		return m, nil
+	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
+		return m.leaveExperiments(), nil
+	}
+	_, cmd := m.current().Update(msg)
+	return m, cmd
+}
+
+// backToDashboard answers a pick while a dashboard exists: the same
+// preset shows it again; another one waits until its runs have ended,
+// which the picker says (one dashboard trains one preset's runs).
+func (m Model) backToDashboard(p presets.Preset) (tea.Model, tea.Cmd) {
+	if p.Name != m.dash.preset.Name {
+		m.picker.err = fmt.Sprintf("the dashboard trains %s: stop its runs there (s) before training %s", m.dash.preset.Name, p.Name)
+		return m, nil
+	}
+	m.picker.err = ""
+	m.screen = screenDashboard
+	m.dash.markAll()
+	m.dash.render()
+	return m, nil
+}
