@@ -207,31 +207,37 @@ func cutStart(s string, w int) string {
 }
 
 // fitNames fits names that share a column of w: a name that is too
-// long loses the start every name shares (up to a -, _, / or . in it),
-// shown as "…", and then its middle (cutMiddle). Runs named
-// sine-5shot-metakernel-s1-… and -s2-… differ at their ends, which is
-// what cutting at the end hid.
+// long loses the start it shares with another name (up to a -, _, / or .
+// in it), shown as "…", then the folders before its last element, and
+// then its middle (cutMiddle). Runs named
+// sine-5shot-metakernel-s1-… and sine-5shot-rbf-s1-… differ after their
+// shared start and at their ends, which cutting at the end hid.
 func fitNames(names []string, w int) []string {
-	prefix := ""
-	for i, n := range names {
-		if i == 0 {
-			prefix = n
-			continue
-		}
-		k := 0
-		for k < len(prefix) && k < len(n) && prefix[k] == n[k] {
-			k++
-		}
-		prefix = prefix[:k]
-	}
-	if len(names) < 2 {
-		prefix = ""
-	}
-	cut := strings.LastIndexAny(prefix, "-_/.") + 1 // keep the separator's right side whole
 	out := make([]string, len(names))
 	for i, n := range names {
-		if ansi.StringWidthWc(n) > w && cut > 0 && cut < len(n) {
-			n = "…" + n[cut:]
+		if ansi.StringWidthWc(n) > w {
+			shared := 0 // the longest start n shares with another name
+			for j, o := range names {
+				k := 0
+				for k < len(n) && k < len(o) && n[k] == o[k] {
+					k++
+				}
+				if j != i && k < len(n) {
+					shared = max(shared, k)
+				}
+			}
+			if cut := strings.LastIndexAny(n[:shared], "-_/.") + 1; cut > 0 {
+				n = "…" + n[cut:]
+			}
+			// A path's folders go before its own name is cut.
+			for ansi.StringWidthWc(n) > w {
+				rest := strings.TrimPrefix(n, "…")
+				k := strings.IndexByte(rest, '/')
+				if k < 0 || k == len(rest)-1 {
+					break
+				}
+				n = "…" + rest[k+1:]
+			}
 		}
 		out[i] = cutMiddle(n, w)
 	}

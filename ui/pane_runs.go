@@ -69,7 +69,10 @@ func (c ablationColumn) width() int {
 // run's), then the evaluation's "final" mark and its task count, then the
 // latest loss (the bars below compare the smoothed ones), then the
 // iteration; the state always stays.
-func ablationColumns(t Theme, rows []runRow, w int) []ablationColumn {
+//
+// gap is the space between columns: two where the pane has the room,
+// else one.
+func ablationColumns(t Theme, rows []runRow, w int) (cols []ablationColumn, gap int) {
 	var state, iter, ips, loss ablationColumn
 	state.head, iter.head, ips.head, loss.head = "state", "iteration", "it/s", "loss"
 	ips.right, loss.right = true, true
@@ -125,11 +128,14 @@ func ablationColumns(t Theme, rows []runRow, w int) []ablationColumn {
 		for _, c := range cols {
 			total += 1 + c.width()
 		}
+		if total+len(cols)-1 <= w {
+			return cols, 2
+		}
 		if total <= w {
-			return cols
+			return cols, 1
 		}
 	}
-	return steps[len(steps)-1]
+	return steps[len(steps)-1], 1
 }
 
 // ablationNameW is the width of a row's start: the toggle's key, its box
@@ -146,12 +152,18 @@ func ablationCellText(c ablationCell, width int, right bool) string {
 }
 
 func runsPane(t Theme, rows []runRow, w, h int) string {
-	cols := ablationColumns(t, rows, w)
+	cols, gap := ablationColumns(t, rows, w)
+	sep := strings.Repeat(" ", gap)
 	widths := make([]int, len(cols))
 	head := pad("   on  variant", ablationNameW-1)
 	for k, c := range cols {
 		widths[k] = c.width()
-		head += " " + ablationCellText(plainCell(c.head), widths[k], c.right)
+		if k > 0 {
+			head += sep
+		} else {
+			head += " "
+		}
+		head += ablationCellText(plainCell(c.head), widths[k], c.right)
 	}
 	lines := []string{t.Dim.Render(strings.TrimRight(head, " "))}
 	var sel *runRow
@@ -180,7 +192,7 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 		line := fmt.Sprintf("%s %s %s", t.Key.Render(r.Key), box, name)
 		for k, c := range cols {
 			if k > 0 {
-				line += " "
+				line += sep
 			}
 			line += ablationCellText(c.cells[i], widths[k], c.right)
 		}

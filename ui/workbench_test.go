@@ -132,8 +132,9 @@ func TestNonnegativeAxesStartAtZero(t *testing.T) {
 }
 
 // esc leads from the dashboard back to the picker; the runs train on,
-// the picker says so, and enter on their preset goes back to them
-// (another preset waits until they have ended).
+// the picker says so, and enter on their preset goes back to them.
+// Another preset waits until they have ended, then trains on a dashboard
+// of its own.
 func TestDashboardBackToPicker(t *testing.T) {
 	eachSize(t, func(t *testing.T, w, h int) {
 		tm, scr := startDashboard(t, Options{}, w, h)
@@ -142,17 +143,32 @@ func TestDashboardBackToPicker(t *testing.T) {
 		tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
 		scr.waitFor(`Presets`)
 		scr.waitFor(`the dashboard trains sine-5shot \(1 run\) on`)
-		tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // sine-5shot is under the cursor
+		tm.Send(keys("k")) // the preset above sine-5shot, under the cursor
+		tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+		// (wrapped at 80 columns, possibly at the name's hyphen)
+		m := scr.waitFor(`the dashboard trains sine-5shot: stop its runs there \(s\)\s+before\s+training\s+(sine-)\s*(\S+)`)
+		other := m[1] + m[2]
+		tm.Send(keys("j"))
+		tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
 		// p pauses once the dashboard is back (the pick is a message of
 		// its own, after the key).
 		scr.sendUntil(tm, keys("p"), `paused metakernel at iteration \d+`)
+		tm.Send(keys("s"))
+		scr.waitFor(`metakernel stopped at iteration \d+`)
+		tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
+		scr.waitFor(`the dashboard's runs of sine-5shot have ended`)
+		tm.Send(keys("k"))
+		tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
+		scr.waitFor(regexp.QuoteMeta(other) + ` │ metakernel │ [1-9]\d*/1000000`)
 		quitAndWait(t, tm)
 		runs := tm.FinalModel(t).(Model).Session().Runs()
-		if len(runs) != 1 {
-			t.Fatalf("going back started %d runs, want the one that trained on", len(runs))
+		if len(runs) != 2 || !strings.Contains(runs[0].Dir, "sine-5shot") || !strings.Contains(runs[1].Dir, other) {
+			t.Fatalf("want the sine-5shot run that trained on, then %s's; got %d runs", other, len(runs))
 		}
-		if o, _ := runs[0].Outcome(); !o.Result.Interrupted || o.Result.Iters == 0 {
-			t.Errorf("the run did not stop with a checkpoint: %+v", o)
+		for _, r := range runs {
+			if o, _ := r.Outcome(); !o.Result.Interrupted || o.Result.Iters == 0 {
+				t.Errorf("%s did not stop with a checkpoint: %+v", r.Dir, o)
+			}
 		}
 	})
 }
@@ -229,6 +245,13 @@ func TestRunNamesKeepTheirEnds(t *testing.T) {
 	})
 	if got := fitNames([]string{"sine-5shot-metakernel-s1-20260301-120000", "sine-5shot-metakernel-s2-20260301-120010"}, 18); got[0] == got[1] || !strings.Contains(got[1], "s2") || !strings.HasSuffix(got[1], "120010") {
 		t.Errorf("fitted names %q", got)
+	}
+	mixed := []string{"models/omniglot-5w5s", "sine-5shot-metakernel-s1-20261129-035047", "sine-5shot-rbf-s1-20261129-035055", "sine-5shot-rff-s1-20261129-035055"}
+	got := fitNames(mixed, 18)
+	for i, want := range []string{"omniglot", "metakern", "rbf-s1", "rff-s1"} {
+		if !strings.Contains(got[i], want) || len([]rune(got[i])) > 18 {
+			t.Errorf("%s fitted to 18 columns as %q, which lacks %q", mixed[i], got[i], want)
+		}
 	}
 	if got := cutMiddle("runs/sine-5shot-metakernel-s1-20260301-120000", 20); got != "runs/sine-…01-120000" {
 		t.Errorf("cutMiddle: %q", got)
@@ -307,5 +330,6 @@ func (s *termScreen) sendUntil(tm *teatest.TestModel, msg tea.Msg, re string) {
 			}
 		}
 	}
-	s.t.Fatalf("%q never appeared", re)
+	txt := s.text.String()
+	s.t.Fatalf("%q never appeared; the screen ended with:\n%s", re, txt[max(0, len(txt)-4000):])
 }
