@@ -361,3 +361,29 @@ func TestDataReachesSources(t *testing.T) {
 		s.Close()
 	}
 }
+
+// An evaluation's progress reaches the batch with its rate, measured from
+// its first report; a new evaluation (the count going back) measures
+// afresh, and a batch without news carries none.
+func TestEvalProgressRate(t *testing.T) {
+	var b mailbox
+	t0 := time.Unix(1000, 0)
+	b.evalProgress(8, 200, t0)
+	u, _ := b.take()
+	if p := u.EvalProgress; p == nil || p.Done != 8 || p.Rate != 0 || p.Remaining() >= 0 {
+		t.Fatalf("first report: %+v", p)
+	}
+	b.evalProgress(48, 200, t0.Add(2*time.Second))
+	u, _ = b.take()
+	if p := u.EvalProgress; p == nil || p.Rate != 20 || p.Remaining() != 7600*time.Millisecond {
+		t.Fatalf("second report: %+v", p)
+	}
+	b.evalProgress(4, 200, t0.Add(10*time.Second))
+	if u, _ = b.take(); u.EvalProgress.Rate != 0 {
+		t.Fatalf("a new evaluation kept the old rate: %+v", u.EvalProgress)
+	}
+	b.reply(engine.Reply{})
+	if u, _ = b.take(); u.EvalProgress != nil {
+		t.Fatalf("progress repeated: %+v", u.EvalProgress)
+	}
+}
