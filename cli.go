@@ -163,12 +163,9 @@ func cmdRun(args []string, stdout, stderr *os.File) int {
 	if !ok {
 		return code
 	}
-	budget, err := engine.MinutesBudget(*minutes)
-	if err == nil && set["minutes"] && budget == 0 {
-		err = errors.New("0 is no limit: leave --minutes out for none")
-	}
+	budget, err := minutesFlag("run", set["minutes"], *minutes)
 	if err != nil {
-		return fail(stderr, fmt.Errorf("run: --minutes: %w", err))
+		return fail(stderr, err)
 	}
 
 	var cfg engine.Config
@@ -371,6 +368,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	preset := fs.String("preset", "", "start this preset at once (default: pick one)")
 	iters := fs.Int("iters", 0, "training iterations (default: the preset's)")
 	seed := fs.Int64("seed", -1, "random seed (default: the preset's)")
+	minutes := fs.Float64("minutes", 0, "stop each run's training after this many minutes of training time, then evaluate (default: no limit)")
 	data := fs.String("data", "", dataHelp)
 	sweepDir := fs.String("sweep", "", "watch the sweep in DIR (mkbench sweep run --out DIR), wherever its units run")
 	modelsDir := fs.String("models-dir", "", "the picker lists the models in this folder (mkbench models export --models-dir) instead of the shipped ones")
@@ -384,6 +382,9 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 	// --iters and --seed are shorthands of --set iters and seed, as in run.
 	ov, err := overrides(fs, set, sets, "iters", "seed")
 	if err != nil {
+		return fail(stderr, err)
+	}
+	if _, err := minutesFlag("tui", set["minutes"], *minutes); err != nil {
 		return fail(stderr, err)
 	}
 	if err := knownPresetAndVariant(*preset, ""); err != nil {
@@ -424,7 +425,7 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 			return fail(stderr, fmt.Errorf("tui: --models-dir: %w", err))
 		}
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib, Runs: runsDir}, stdout); err != nil {
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Minutes: *minutes, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib, Runs: runsDir}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0
@@ -441,4 +442,18 @@ func noTerminal(in, out *os.File) string {
 		return "stdin is not a terminal"
 	}
 	return ""
+}
+
+// minutesFlag is the training-time budget of cmd's --minutes M
+// (engine.MinutesBudget's bounds); given says the flag was set, and a
+// given 0, which would read as a limit, is refused as none.
+func minutesFlag(cmd string, given bool, m float64) (time.Duration, error) {
+	d, err := engine.MinutesBudget(m)
+	if err == nil && given && d == 0 {
+		err = errors.New("0 is no limit: leave --minutes out for none")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: --minutes: %w", cmd, err)
+	}
+	return d, nil
 }

@@ -92,6 +92,7 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"eval", "--model", "omniglot-5w1s", "--eval-tasks", "100000000000"}, "eval_tasks must be at most 1048576"},
 		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},
 		{[]string{"tui", "--iters", "0"}, "--iters must be positive"},
+		{[]string{"tui", "--preset", "sine-5shot", "--minutes", "1e-12"}, "tui: --minutes: 1e-12 minutes is less than a second"},
 		{[]string{"tui", "--preset", "sine-7shot"}, `unknown preset "sine-7shot"`},
 		{[]string{"tui", "extra"}, `unexpected argument "extra"`},
 	}

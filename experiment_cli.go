@@ -57,11 +57,8 @@ func cmdExperiment(args []string, stdout, stderr *os.File) int {
 	if *slurmFile != "" && *engineName != "slurm" {
 		return fail(stderr, errors.New("experiment: --slurm FILE applies to --engine slurm"))
 	}
-	if _, err := engine.MinutesBudget(*minutes); err != nil || (set["minutes"] && *minutes == 0) {
-		if err == nil {
-			err = errors.New("0 is no limit: leave --minutes out for none")
-		}
-		return fail(stderr, fmt.Errorf("experiment: --minutes: %w", err))
+	if _, err := minutesFlag("experiment", set["minutes"], *minutes); err != nil {
+		return fail(stderr, err)
 	}
 
 	var o experiments.Options
