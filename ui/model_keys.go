@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -20,7 +21,7 @@ import (
 // here, until a text field has focus (the picker's filter, a form field):
 // the rest is then its text, as is a bracketed paste.
 func (m Model) keys1by1(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	if msg.Type != tea.KeyRunes || msg.Paste || len(msg.Runes) < 2 || m.typing() {
+	if msg.Type != tea.KeyRunes || msg.Paste || len(msg.Runes) < 2 || m.typing() || reply(msg.Runes) {
 		return m.key(msg)
 	}
 	var cmds []tea.Cmd
@@ -36,6 +37,15 @@ func (m Model) keys1by1(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	}
 	return m, tea.Batch(cmds...)
+}
+
+// reply reports whether a burst of runes is a terminal's reply to a query
+// (a cursor report "[24;1R", device attributes "[?1;2c", a colour
+// "]11;rgb:…"), which can reach the program as runes too: split into keys,
+// its digits would be the ablation toggles 1–6. Typed keys never start
+// with a bracket nor hold a semicolon.
+func reply(rs []rune) bool {
+	return rs[0] == '[' || rs[0] == ']' || strings.ContainsRune(string(rs), ';')
 }
 
 // typing reports whether a text field has focus, so that every rune is

@@ -333,3 +333,15 @@ func (s *termScreen) sendUntil(tm *teatest.TestModel, msg tea.Msg, re string) {
 	txt := s.text.String()
 	s.t.Fatalf("%q never appeared; the screen ended with:\n%s", re, txt[max(0, len(txt)-4000):])
 }
+
+// A terminal's reply to a query can arrive as one event of runes: it is
+// not split into keys, whose digits would start the ablation variants
+// (TestFailedRunExitStatus saw rbf start from one); keys typed fast still
+// are.
+func TestTerminalRepliesAreNotKeys(t *testing.T) {
+	for s, want := range map[string]bool{"jjj": false, "zq": false, "/sine-10": false, "11": false, "[?1;2c": true, "[24;1R": true, "]11;rgb:0/0/0": true} {
+		if got := reply([]rune(s)); got != want {
+			t.Errorf("reply(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
