@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/tbevents"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/tbevents"
 )
 
 // runEventFiles reads the event files of run dir: the scalar events as

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // needSlurm skips a test unless a real Slurm cluster answers: .ci/run

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"github.com/mkbench/mkbench/internal/testutil"
 	"github.com/mkbench/mkbench/presets"
 )

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // startSweepRun starts `mkbench sweep run` on file and waits until each

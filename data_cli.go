@@ -13,7 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/mkbench/mkbench/datasets/fetch"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // The rows of `mkbench data` and `mkbench data get` in the command table.

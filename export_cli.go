@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/tbevents"
 	"github.com/mkbench/mkbench/experiments/runs"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/tbevents"
 	"github.com/mkbench/mkbench/presets"
 )
 

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 func main() {

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 func cmdSweepStatus(dir string, args []string, stdout, stderr *os.File) int {

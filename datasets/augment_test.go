@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // patterned is a fixed-shape source whose images are random values drawn

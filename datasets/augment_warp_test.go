@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // Bilinear interpolation is exact on a function linear in (y, x), so a

@@ -3,8 +3,8 @@
 // whole task stream. Synthetic families need no files; the others read local
 // copies of the published data sets, which a user supplies: the package
 // ships only the class splits, embedded with their licenses. It depends on
-// the engine only through the leaf packages engine/task (Batch, Source)
-// and engine/runfile (bounded reads).
+// the engine only through the leaf packages internal/task (Batch, Source)
+// and internal/runfile (bounded reads).
 //
 // # Sine
 //
@@ -76,7 +76,7 @@
 //
 // LoadMetaDatasetSource reads one source of Meta-Dataset's converted
 // records (a folder with dataset_spec.json and one {class id}.tfrecords per
-// class; the TFRecord framing and tf.train.Example in datasets/tfrecord)
+// class; the TFRecord framing and tf.train.Example in internal/tfrecord)
 // and decodes its images, resized as the reference's decoder resizes them
 // (bilinear, corners aligned), into a cached ImageSet; a source too large
 // for that (ILSVRC) is streamed instead by OpenMetaDatasetStream, which

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // DomainNetSide is the side DomainNet images are resized to for the

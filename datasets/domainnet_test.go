@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // fakeDomainNet is a DomainNet tree: dir/<domain>/<category>/<file>.jpg and

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // A data folder handed over can hold a FIFO (or a link to one) where an

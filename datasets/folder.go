@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // ErrNoFolder is wrapped by the errors LoadFolder returns for a folder that

@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // The memory rule of image decoding. Every image ends at 84×84 or so, but

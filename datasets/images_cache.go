@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // The image-set cache file, in the frame of cache.go:

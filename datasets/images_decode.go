@@ -10,7 +10,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 const (

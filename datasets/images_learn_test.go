@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // learnConfig is a tiny classifier in the shape of the image presets

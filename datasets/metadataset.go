@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // ErrNoMetaDataset is wrapped by the errors for a missing Meta-Dataset

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // mdCheckEpisode checks the rules every variable episode of the sampler

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Meta-Dataset's dataset_spec.json, read without TensorFlow. The three kinds

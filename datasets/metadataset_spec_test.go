@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"github.com/mkbench/mkbench/internal/testutil"
 )
 

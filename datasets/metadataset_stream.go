@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // MDStreamAbove is the decoded size (bytes) above which a Meta-Dataset

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // A streamed source gives the images of the decoded one, byte for byte,

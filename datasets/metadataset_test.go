@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // mdFixtures is the tiny Meta-Dataset tree written by an independent

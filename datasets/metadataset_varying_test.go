@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // taggedClasses is a class set whose example k of class c reads (c, k), so

@@ -4,7 +4,7 @@ import (
 	"archive/zip"
 	"encoding/binary"
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 	"math"
 	"sort"

@@ -4,7 +4,7 @@ import (
 	"archive/zip"
 	"crypto/sha256"
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 	"io/fs"
 	"os"

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // resize runs the Omniglot filter on a 105×105 ink image.

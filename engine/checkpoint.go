@@ -12,8 +12,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 const checkpointVersion = 2

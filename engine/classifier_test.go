@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	"github.com/mkbench/mkbench/internal/testutil"
 )
 

@@ -3,7 +3,7 @@ package engine
 import (
 	"time"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // CommandKind names what a Command asks a running Run to do.

@@ -7,11 +7,15 @@
 // The engine is built in layers, each a package that imports only the ones
 // below it:
 //
-//   - engine/task: the plain types task families and the model share (a
-//     meta-batch, the sources that draw one, seeded random streams); data
-//     loaders depend on it alone.
+//   - the leaf packages every layer of mkbench shares, under internal/:
+//     internal/task (the plain types task families and the model share: a
+//     meta-batch, the sources that draw one, seeded random streams; data
+//     loaders depend on it alone) and internal/runfile (atomic writes,
+//     JSON-lines logs and bounded, link-refusing reads of a run directory).
 //   - engine/internal/dgemm, sgemm, gemmcore: our BLAS-level kernels in
-//     float64 and float32 (AVX2/FMA assembly with portable twins).
+//     float64 and float32 (AVX2/FMA assembly with portable twins), and
+//     engine/internal/vecmath, the other four-lane kernels (Adam, Sincos,
+//     the step's noise).
 //   - engine/ops: the numerics of the model as plain kernels on float64
 //     slices and as gorgonia ops with hand-written, finite-difference checked
 //     gradients (coupling flow, convolutional ψ, ResNet-18 ψ with batch
@@ -19,7 +23,6 @@
 //     kernel, Laplace attention, dense layers and the Gaussian terms of the
 //     ELBO), and ops.Pool, the one place where work is spread over
 //     goroutines.
-//   - engine/runfile: atomic writes and JSON-lines logs of a run directory.
 //   - engine (this package): the model and its training run.
 //
 // In this package, config.go describes a model (Config, the paper's
@@ -47,7 +50,7 @@
 // rows (hooks_metrics.go), validation and best.gob (hooks_val.go), observer
 // snapshots (hooks_report.go), periodic and final checkpoints
 // (hooks_checkpoint.go, checkpoint.go), TensorBoard event files of the
-// scalars and ω histograms (hooks_events.go, engine/tbevents), and the
+// scalars and ω histograms (hooks_events.go, internal/tbevents), and the
 // final evaluation and summary.json (run_eval.go). runfiles.go holds the run directory's file
 // names and formats and what counts as the engine's own file (OwnFile): the
 // engine removes or moves nothing else, and a run's record is moved aside

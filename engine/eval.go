@@ -7,7 +7,7 @@ import (
 	"math"
 
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // EvalResult is a metric over fresh tasks with its 95% confidence interval.

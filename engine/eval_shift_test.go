@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // shiftedBlobs draws blobs episodes of shot/9 support images a class and

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/task"
-	"github.com/mkbench/mkbench/engine/tbevents"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/task"
+	"github.com/mkbench/mkbench/internal/tbevents"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // runEvents reads the events of every event file of dir, in the order

@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/mkbench/mkbench/engine/runfile"
+import "github.com/mkbench/mkbench/internal/runfile"
 
 // metricsLog writes metrics.jsonl: every step adds to a window (add), and
 // every LogEvery iterations and after the last a row of its averages is

@@ -3,8 +3,8 @@ package engine
 import (
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // best is the best validation so far. Checkpoints carry val and iter, so

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // The logs of a resumed run (metrics.jsonl, val.jsonl) are checked against

@@ -5,7 +5,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // mlpSummary computes the task summaries s̄ of a regression model whose ψ

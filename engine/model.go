@@ -7,9 +7,9 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/internal/vecmath"
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // Random streams. Every random draw comes from a PCG seeded by (run seed,
@@ -91,8 +91,8 @@ type noise struct {
 	logq0c   []float64 // (T) the gradient-free part of the mean log q0(ω₀)
 	dropSeed uint64    // seeds the dropout masks of a convolutional ψ
 
-	bits []uint64   // the uniform bits ε is made from
-	gen  dgemm.Bits // makes them; seeded from the draw's rng
+	bits []uint64     // the uniform bits ε is made from
+	gen  vecmath.Bits // makes them; seeded from the draw's rng
 }
 
 // stepInput is the data of one training iteration.
@@ -237,8 +237,8 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 	n.eps = task.Grow(n.eps, T*D*f)
 	n.phase = task.Grow(n.phase, T*D)
 	n.logq0c = task.Grow(n.logq0c, T)
-	// ε is Box–Muller on xoshiro256+ bits, both vectorized (dgemm.Normals,
-	// dgemm.Bits): rand's ziggurat NormFloat64 took ~0.8 ms per sine step,
+	// ε is Box–Muller on xoshiro256+ bits, both vectorized (vecmath.Normals,
+	// vecmath.Bits): rand's ziggurat NormFloat64 took ~0.8 ms per sine step,
 	// the largest single cost of vrf+ctx, now ~0.45 ms. The generator is
 	// seeded from rng, so the seed still fixes every number.
 	n.gen.Seed(rng.Uint64(), rng.Uint64())
@@ -249,7 +249,7 @@ func (n *noise) draw(rng *rand.Rand, T, D, f int, pause func()) {
 		chunk := n.eps[lo:min(lo+drawChunk, len(n.eps))]
 		n.bits = task.Grow(n.bits, 2*((len(chunk)+1)/2))
 		n.gen.Fill(n.bits)
-		dgemm.Normals(chunk, n.bits)
+		vecmath.Normals(chunk, n.bits)
 	}
 	for i := range n.phase {
 		n.phase[i] = 2 * math.Pi * rng.Float64()

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // A model file holds a trained model compactly, for shipping: its

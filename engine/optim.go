@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/engine/internal/vecmath"
 	"github.com/mkbench/mkbench/engine/ops"
 	"gonum.org/v1/gonum/floats"
 )
@@ -171,10 +171,10 @@ func optimChunks(buf [][3]int, params []*Param) [][3]int {
 	return buf
 }
 
-// adamUpdate is one Adam step on a chunk; dgemm.Adam runs it four lanes
+// adamUpdate is one Adam step on a chunk; vecmath.Adam runs it four lanes
 // at a time, bit-identical to the scalar loop.
 func adamUpdate(p, g, m, v []float64, scale, step, b1, b2, eps float64) {
-	dgemm.Adam(p, g, m, v, scale, step, b1, b2, eps)
+	vecmath.Adam(p, g, m, v, scale, step, b1, b2, eps)
 }
 
 func sgdUpdate(p, g, m []float64, scale, lr, mom float64) {

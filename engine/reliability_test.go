@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/task"
 	"github.com/mkbench/mkbench/internal/testutil"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // ErrStopped is the error an observer returns to stop a run cleanly.

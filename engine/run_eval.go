@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // evaluation is a finished run's last end hook (not attached with

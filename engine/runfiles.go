@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
-	"github.com/mkbench/mkbench/engine/tbevents"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/tbevents"
 )
 
 // The files of a run directory and their formats. They are written

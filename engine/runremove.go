@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // RemoveRun deletes the run in dir, as a user asks the runs browser to:

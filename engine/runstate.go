@@ -1,6 +1,6 @@
 package engine
 
-import "github.com/mkbench/mkbench/engine/runfile"
+import "github.com/mkbench/mkbench/internal/runfile"
 
 // RunState is what a run directory's own files say of its run. They
 // decide in this order: finished (summary.json), running (a live process

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // varyBlobs is blobs with Meta-Dataset's kind of episodes: each draws its

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	"github.com/mkbench/mkbench/presets"
 )
 

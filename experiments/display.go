@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // Files the experiments add to a regression run directory: what its

@@ -47,7 +47,7 @@
 //     layout, colours and axes;
 //   - display.go: fits.json and omega.json, what the regression figures
 //     draw, computed once per run; files.go: reading and writing JSON
-//     (atomic writes through engine/runfile);
+//     (atomic writes through internal/runfile);
 //   - baseline.go: the BaselineFunc hook and DefaultBaselines;
 //     maml.go, maml_net.go, maml_file.go and maml_baseline.go: the MAML
 //     baseline (Finn et al. 2017) — training, its network and

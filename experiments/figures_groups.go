@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Group is one point of a sweep's results figure: a variant at one grid

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // readJSON reads the JSON file at path into v; an error for a missing

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // treeState lists every file and directory under dir with its size, mode

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/tbevents"
+	"github.com/mkbench/mkbench/internal/tbevents"
 	"github.com/mkbench/mkbench/presets"
 )
 

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Files of an experiment directory (besides runs/ and figures/).

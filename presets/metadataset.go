@@ -11,7 +11,7 @@ import (
 	"github.com/mkbench/mkbench/datasets"
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // mdTrainAll are the eight sources Meta-Dataset trains on in its "all

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 const mdFixtures = "../datasets/testdata/metadataset"

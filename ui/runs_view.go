@@ -2,7 +2,7 @@ package ui
 
 import (
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"strings"
 	"time"
 

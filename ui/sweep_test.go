@@ -15,8 +15,8 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // newSweep writes a sweep of sine-5shot × {rbf, vrf} × seeds {1, 2}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // maxRedirects bounds the redirects a download follows (GitHub's raw

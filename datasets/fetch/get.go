@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Options says where Get puts a family and where it takes it from.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Progress writes one file's progress: bytes, percent, rate and time

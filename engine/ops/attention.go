@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	"gonum.org/v1/gonum/floats"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"

@@ -2,7 +2,7 @@ package ops
 
 import (
 	"github.com/mkbench/mkbench/engine/internal/sgemm"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 )

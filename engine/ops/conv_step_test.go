@@ -7,7 +7,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/ops"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )

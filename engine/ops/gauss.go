@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )

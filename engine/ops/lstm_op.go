@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/chewxy/hm"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )

@@ -5,8 +5,8 @@ import (
 	"math"
 
 	"github.com/chewxy/hm"
-	"github.com/mkbench/mkbench/engine/internal/dgemm"
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/engine/internal/vecmath"
+	"github.com/mkbench/mkbench/internal/task"
 	"gonum.org/v1/gonum/blas"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -45,7 +45,7 @@ func rffForward(p *Pool, z, sinOut, x, omega, b []float64, d rffDims) {
 			if sinOut != nil {
 				srow = st[i*d.D : (i+1)*d.D]
 			}
-			dgemm.SincosScaled(srow, row, row, c)
+			vecmath.SincosScaled(srow, row, row, c)
 		}
 	})
 }

@@ -8,7 +8,7 @@
 // few small files (config.json, summary.json, the tails of metrics.jsonl
 // and val.jsonl), so a screen can list a thousand runs at once and fill
 // their details in as they are read (Find, then Read per entry). No file
-// is read past its ceiling (engine/runfile's): a run whose config.json or
+// is read past its ceiling (internal/runfile's): a run whose config.json or
 // summary.json is larger than mkbench writes is listed unreadable, with
 // the file and its size, and the listing goes on.
 package runs

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // CancelAll stops a sweep wherever its units run. It first writes the

@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"github.com/mkbench/mkbench/presets"
 )
 

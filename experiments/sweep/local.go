@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Local is the local engine: it runs units K at a time on this machine,

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // TestLongUnitNameIsCut: a grid value long enough to make a unit's name

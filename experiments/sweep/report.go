@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/engine/runfile"
 	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Results is a sweep's results.json: one row per preset, variant and grid

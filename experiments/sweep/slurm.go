@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // ErrNoSlurm reports that the Slurm commands are missing or the cluster

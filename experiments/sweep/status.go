@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Unit states, as status shows them.

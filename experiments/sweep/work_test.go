@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // newSweep makes a sweep directory for file in a temporary folder.

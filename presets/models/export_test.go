@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // runOf materializes shipped model from as a run directory to export.

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Materialize writes model name as an ordinary run directory dir: its

@@ -20,11 +20,8 @@
 // results are bit-for-bit reproducible for the same inputs whatever
 // GOMAXPROCS is. The assembly and portable kernels round differently (FMA).
 //
-// The package also holds the engine's other four-lane float64 kernels, each
-// with a portable path that gives the same bits (no FMA on either side):
-// Adam, Sincos for the random features, and the noise of every step, Bits
-// (xoshiro256+ in four lanes) and Normals (Box–Muller on those bits), which
-// together make 128k normals in a third of the time of rand's ziggurat.
+// The engine's other four-lane float64 kernels (Adam, Sincos, the step's
+// noise) are in package vecmath.
 package dgemm
 
 //go:generate go run ./gen

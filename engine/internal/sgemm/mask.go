@@ -3,7 +3,7 @@ package sgemm
 import (
 	"math"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // BernoulliMask fills m with 1 (keep) and 0 (drop) from a counter-based

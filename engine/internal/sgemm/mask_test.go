@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine/task"
+	"github.com/mkbench/mkbench/internal/task"
 )
 
 // TestBernoulliMask compares the kernels with the definition, at lengths

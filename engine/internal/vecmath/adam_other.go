@@ -1,5 +1,5 @@
 //go:build !amd64 || purego
 
-package dgemm
+package vecmath
 
 var adamVec func(p, g, m, v *float64, n int, scale, step, b1, b2, eps float64)

@@ -7,7 +7,7 @@
 //   npm install @roboflow/tfrecords@1.0.4 pngjs@7.0.0
 // (google-protobuf 3.21.4 came with @roboflow/tfrecords), run from that
 // scratch directory, outside the repository:
-//   cd /tmp/tfr-gen && node /path/to/datasets/tfrecord/testdata/gen.mjs
+//   cd /tmp/tfr-gen && node /path/to/internal/tfrecord/testdata/gen.mjs
 // The output is written next to this script.
 import { createRequire } from 'node:module';
 import { createHash } from 'node:crypto';

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
 	"github.com/mkbench/mkbench/internal/testutil"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // The events as the independent readers report them (read.mjs prints this

@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package dgemm
+package vecmath
 
 import "golang.org/x/sys/cpu"
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 // Prefix starts the name of every event file this package writes.

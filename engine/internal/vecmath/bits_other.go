@@ -1,5 +1,5 @@
 //go:build !amd64 || purego
 
-package dgemm
+package vecmath
 
 var bitsVec func(s *[4][4]uint64, dst *uint64, n int)

@@ -3,7 +3,7 @@
 // other experiments, without TensorFlow.
 //
 // An event file is a TFRecord file (framing and masked CRC-32C shared with
-// the Meta-Dataset reader, datasets/tfrecord) of tensorboard.Event
+// the Meta-Dataset reader, internal/tfrecord) of tensorboard.Event
 // protobufs, encoded with protowire from TensorBoard's own definitions
 // (tensorboard/compat/proto: event.proto, summary.proto, histogram.proto):
 //

@@ -92,7 +92,7 @@ type fixtureImage struct {
 	Probe  [5]int `json:"probe"`  // x, y, r, g, b inside the class mark
 }
 
-const metaDatasetDir = "../testdata/metadataset"
+const metaDatasetDir = "../../datasets/testdata/metadataset"
 
 func TestMetaDatasetFixtures(t *testing.T) {
 	var manifest map[string]map[string][]fixtureImage

@@ -8,7 +8,7 @@
 // Generated with Node v20.20.2 and
 //   npm install protobufjs@8.8.1 @roboflow/tfrecords@1.0.4
 // run from that scratch directory, outside the repository:
-//   cd /tmp/tb-gen && node /path/to/engine/tbevents/testdata/gen.mjs
+//   cd /tmp/tb-gen && node /path/to/internal/tbevents/testdata/gen.mjs
 import { createRequire } from 'node:module';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

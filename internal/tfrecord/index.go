@@ -3,7 +3,7 @@ package tfrecord
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 )
 

@@ -1,4 +1,4 @@
-package dgemm
+package vecmath
 
 import "math"
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mkbench/mkbench/datasets/tfrecord"
+	"github.com/mkbench/mkbench/internal/tfrecord"
 )
 
 func TestNewHistogram(t *testing.T) {

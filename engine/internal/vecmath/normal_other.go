@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package dgemm
+package vecmath
 
 var (
 	normThetaVec  func(theta *float64, bits *uint64, n int)

@@ -1,5 +1,5 @@
 //go:build !amd64 || purego
 
-package dgemm
+package vecmath
 
 var sincosVec func(s, c, x *float64, n int, scale float64) bool

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/mkbench/mkbench/engine/runfile"
+	"github.com/mkbench/mkbench/internal/runfile"
 	"hash/crc32"
 	"io"
 	"os"
