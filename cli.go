@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,7 +27,7 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
-func cli(args []string, stdout, stderr *os.File) int {
+func cli(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		return cmdTUI(nil, stdout, stderr)
 	}
@@ -134,7 +135,7 @@ func unknownKey(s string) string {
 // data set.
 const dataHelp = "folder of the preset's data set, e.g. the one holding Omniglot's images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/<set>, ./data/<set> or ../shared/data/<set>, <set> being omniglot, cifarfs, miniimagenet, domainnet or embeddings)"
 
-func cmdRun(args []string, stdout, stderr *os.File) int {
+func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("run")
 	preset := fs.String("preset", "", "the preset to train (mkbench presets lists them)")
 	variant := fs.String("variant", "", "rbf, rff, vrf, vrf+ctx, vrf+cnf or metakernel (default: the preset's)")
@@ -349,7 +350,7 @@ func stopContext() (context.Context, context.CancelFunc) {
 
 // cmdTUI opens the workbench. It needs a terminal on both ends; without
 // one (a pipe, a CI job) it says so and points at the headless command.
-func cmdTUI(args []string, stdout, stderr *os.File) int {
+func cmdTUI(args []string, stdout, stderr io.Writer) int {
 	// --runs takes an optional folder, which the flag package cannot say:
 	// it is taken out of args first.
 	runsDir := ""
@@ -432,16 +433,23 @@ func cmdTUI(args []string, stdout, stderr *os.File) int {
 }
 
 // noTerminal says why the workbench cannot open, or "" when it can.
-func noTerminal(in, out *os.File) string {
+func noTerminal(in *os.File, out io.Writer) string {
 	switch {
 	case os.Getenv("CI") != "":
 		return "CI is set"
-	case !term.IsTerminal(int(out.Fd())):
+	case !isTerminal(out):
 		return "stdout is not a terminal"
-	case !term.IsTerminal(int(in.Fd())):
+	case !isTerminal(in):
 		return "stdin is not a terminal"
 	}
 	return ""
+}
+
+// isTerminal says whether w is a terminal. Commands write to io.Writers so
+// that tests run them in-process on buffers, which are never terminals.
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // minutesFlag is the training-time budget of cmd's --minutes M

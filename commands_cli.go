@@ -1,7 +1,7 @@
 package main
 
 import (
-	"os"
+	"io"
 	"strings"
 )
 
@@ -20,7 +20,7 @@ type command struct {
 	// settings.
 	resumes     string
 	resumeTakes []string
-	run         func(args []string, stdout, stderr *os.File) int
+	run         func(args []string, stdout, stderr io.Writer) int
 }
 
 // commands is the command table, in the order mkbench help lists them.
@@ -145,8 +145,8 @@ func init() {
 
 // subcommand runs parent with sub put back in front of args, so a
 // subcommand's row runs it as mkbench PARENT SUB … does.
-func subcommand(parent func([]string, *os.File, *os.File) int, sub string) func([]string, *os.File, *os.File) int {
-	return func(args []string, stdout, stderr *os.File) int {
+func subcommand(parent func([]string, io.Writer, io.Writer) int, sub string) func([]string, io.Writer, io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
 		return parent(append([]string{sub}, args...), stdout, stderr)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/term"
 
 	"github.com/mkbench/mkbench/datasets/fetch"
 	"github.com/mkbench/mkbench/internal/runfile"
@@ -39,7 +38,7 @@ var (
 
 // cmdData lists the families and where their data are (mkbench data), or
 // gets one (mkbench data get).
-func cmdData(args []string, stdout, stderr *os.File) int {
+func cmdData(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "get" {
 		return cmdDataGet(args[1:], stdout, stderr)
 	}
@@ -103,7 +102,7 @@ func lookOrder(dirs []string) string {
 }
 
 // cmdDataGet fetches one family's files (mkbench data get NAME).
-func cmdDataGet(args []string, stdout, stderr *os.File) int {
+func cmdDataGet(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("data get")
 	dir := fs.String("dir", "", "the folder to put the files in, the one --data names (default: $MKBENCH_DATA/NAME, else ./data/NAME; nothing is fetched when mkbench already finds the set)")
 	from := fs.String("from", "", "take the files from here instead of the canonical source: a mirror's URL prefix, a folder holding the same file names, or one of the files (a local copy needs no network)")
@@ -127,7 +126,7 @@ func cmdDataGet(args []string, stdout, stderr *os.File) int {
 	results, err := fetch.Get(ctx, f, fetch.Options{
 		Dir: *dir, From: *from, Force: *force,
 		UserAgent: "mkbench/" + version + " (+https://github.com/mkbench/mkbench)",
-		Progress:  stderr, TTY: term.IsTerminal(int(stderr.Fd())),
+		Progress:  stderr, TTY: isTerminal(stderr),
 	})
 	for _, r := range results {
 		if r.Aside != "" {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/mkbench/mkbench/engine"
@@ -23,7 +24,7 @@ func recordedData(dir string, set map[string]bool, data *string) {
 	}
 }
 
-func cmdEval(args []string, stdout, stderr *os.File) int {
+func cmdEval(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("eval")
 	run := fs.String("run", "", "run directory to evaluate")
 	model := fs.String("model", "", "evaluate this trained model instead of a run (mkbench models lists them)")

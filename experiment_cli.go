@@ -20,7 +20,7 @@ import (
 	"github.com/mkbench/mkbench/presets/models"
 )
 
-func cmdExperiment(args []string, stdout, stderr *os.File) int {
+func cmdExperiment(args []string, stdout, stderr io.Writer) int {
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -288,7 +288,7 @@ func printResults(w io.Writer, dir string, res *experiments.Results) {
 	fmt.Fprintln(w, ")")
 }
 
-func cmdReport(args []string, stdout, stderr *os.File) int {
+func cmdReport(args []string, stdout, stderr io.Writer) int {
 	var dir string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		dir, args = args[0], args[1:]
@@ -317,7 +317,7 @@ func cmdReport(args []string, stdout, stderr *os.File) int {
 // experimentSweep writes the sweep manifest of r's experiment: its
 // training runs as units, for engineName ("" is local). A versatility
 // experiment of a given --run has none and gets no manifest.
-func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr *os.File) (int, bool) {
+func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr io.Writer) (int, bool) {
 	runs, err := r.TrainingRuns()
 	if err != nil {
 		return fail(stderr, err), false

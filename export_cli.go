@@ -28,7 +28,7 @@ const exportForm = "mkbench export DIR --tensorboard [--force] [--data DIR2] | m
 // experiment, in a format other tools read: TensorBoard event files in
 // each run's directory (--tensorboard), or one tidy table of every
 // metric (--format).
-func cmdExport(args []string, stdout, stderr *os.File) int {
+func cmdExport(args []string, stdout, stderr io.Writer) int {
 	var dir string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		dir, args = args[0], args[1:]
@@ -274,7 +274,7 @@ func writeTidy(w io.Writer, list []exportRun, format string, note func(string)) 
 // writes its own as it trains) is said to need nothing, unless force
 // rewrites them. A run that cannot be exported (in use, unreadable) is
 // noted and the others go on; the exit status is then 1.
-func exportTensorBoard(list []exportRun, force bool, data string, dataSet bool, stdout, stderr *os.File) int {
+func exportTensorBoard(list []exportRun, force bool, data string, dataSet bool, stdout, stderr io.Writer) int {
 	failed := 0
 	for _, r := range list {
 		d := data

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/mkbench/mkbench/engine"
@@ -129,7 +128,7 @@ func checkPositive(fs *flagSet, set map[string]bool, names ...string) error {
 // value of one of the int flags positive, or a negative --seed with one
 // error line (exit 1). ok is false when the command is done, code being
 // its exit status.
-func parseArgs(fs *flagSet, args []string, stdout, stderr *os.File, positive ...string) (set map[string]bool, code int, ok bool) {
+func parseArgs(fs *flagSet, args []string, stdout, stderr io.Writer, positive ...string) (set map[string]bool, code int, ok bool) {
 	set, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		writeHelp(stdout, fs)

@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/mkbench/mkbench/internal/runfile"
@@ -16,7 +17,7 @@ func main() {
 }
 
 // fail prints one clear error line and returns the exit code for it.
-func fail(stderr *os.File, err error) int {
+func fail(stderr io.Writer, err error) int {
 	say(stderr, "%v", err)
 	return 1
 }
@@ -25,6 +26,6 @@ func fail(stderr *os.File, err error) int {
 // quote names read from files and folders (a run's directory, a model's
 // name, an image's path), so they pass through runfile.PrintableLines:
 // such a name cannot write escape sequences to the terminal.
-func say(stderr *os.File, format string, a ...any) {
+func say(stderr io.Writer, format string, a ...any) {
 	fmt.Fprintf(stderr, "mkbench: %s\n", runfile.PrintableLines(fmt.Sprintf(format, a...)))
 }

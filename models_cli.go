@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -29,7 +29,7 @@ func library(dir string) models.Library {
 
 // cmdModels lists the trained models (mkbench models), or exports a run's
 // model into a folder of them (mkbench models export).
-func cmdModels(args []string, stdout, stderr *os.File) int {
+func cmdModels(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "export" {
 		return cmdModelsExport(args[1:], stdout, stderr)
 	}
@@ -87,7 +87,7 @@ func cmdModels(args []string, stdout, stderr *os.File) int {
 // cmdModelsExport writes a run's evaluated model (its best validation's
 // parameters) as a model folder, testing the float32 model it writes with
 // the run's evaluation settings.
-func cmdModelsExport(args []string, stdout, stderr *os.File) int {
+func cmdModelsExport(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("models export")
 	name := fs.String("name", "", "the model's name (default: the run's preset)")
 	dir := fs.String("models-dir", shippedDir, "the folder of models to write into")

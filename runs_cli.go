@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,7 +15,7 @@ import (
 
 // cmdRuns prints the runs under a runs root (mkbench runs): the table of
 // the workbench's runs screen, headless.
-func cmdRuns(args []string, stdout, stderr *os.File) int {
+func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("runs")
 	asJSON := fs.Bool("json", false, "print the runs as JSON (with each run's config)")
 	sortKey := fs.String("sort", "run", "sort by this column within each group: "+strings.Join(runs.SortKeys, ", ")+"; -KEY sorts descending")

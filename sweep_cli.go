@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,7 +23,7 @@ import (
 // the units.
 var sweepPoll = 5 * time.Second
 
-func cmdSweep(args []string, stdout, stderr *os.File) int {
+func cmdSweep(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		writeHelp(stdout, newFlags("sweep"))
 		return 0
@@ -50,7 +51,7 @@ func cmdSweep(args []string, stdout, stderr *os.File) int {
 }
 
 // sweepFlags parses a sweep command's flags; ok false means done (code).
-func sweepFlags(fs *flagSet, target, what string, args []string, stdout, stderr *os.File) (map[string]bool, int, bool) {
+func sweepFlags(fs *flagSet, target, what string, args []string, stdout, stderr io.Writer) (map[string]bool, int, bool) {
 	set, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		writeHelp(stdout, fs)
@@ -85,7 +86,7 @@ func readSweepFile(path string) (sweep.File, []byte, error) {
 	return f, data, err
 }
 
-func cmdSweepPlan(file string, args []string, stdout, stderr *os.File) int {
+func cmdSweepPlan(file string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep plan")
 	asJSON := fs.Bool("json", false, "print the units as JSON")
 	if _, code, ok := sweepFlags(fs, file, "sweep file FILE", args, stdout, stderr); !ok {
@@ -196,7 +197,7 @@ func checkEngine(name string) error {
 	return nil
 }
 
-func cmdSweepRun(file string, args []string, stdout, stderr *os.File) int {
+func cmdSweepRun(file string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep run")
 	out := fs.String("out", "", "sweep directory (default: a new folder under ./runs or $MKBENCH_RUNS); running again on it continues it")
 	engineName, jobs, wait := engineFlags(fs)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -23,7 +22,7 @@ import (
 // only, when set, limits them to those indices. through says the units
 // are through (run by the local engine, or followed with --wait to their
 // end), so the caller draws the results; code is the exit status so far.
-func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []int, stdout, stderr *os.File) (code int, through bool) {
+func runUnits(dir, engineName string, jobs int, wait, dry, quiet bool, only []int, stdout, stderr io.Writer) (code int, through bool) {
 	st, err := sweep.ReadStatus(dir)
 	if err != nil {
 		return fail(stderr, err), false
@@ -144,7 +143,7 @@ func jobsOrCores(jobs int) int {
 
 // runSlurm submits the units (or with dry only writes the script) and
 // with wait follows them (see runUnits).
-func runSlurm(ctx context.Context, dir string, todo []int, wait, dry, quiet bool, stdout, stderr *os.File) (int, bool) {
+func runSlurm(ctx context.Context, dir string, todo []int, wait, dry, quiet bool, stdout, stderr io.Writer) (int, bool) {
 	if dry {
 		m, err := sweep.Load(dir)
 		if err != nil {
@@ -172,7 +171,7 @@ func runSlurm(ctx context.Context, dir string, todo []int, wait, dry, quiet bool
 }
 
 // followSlurm follows a submitted sweep to its end (see runUnits).
-func followSlurm(ctx context.Context, dir string, quiet bool, stdout, stderr *os.File) (int, bool) {
+func followSlurm(ctx context.Context, dir string, quiet bool, stdout, stderr io.Writer) (int, bool) {
 	st, err := follow(ctx, dir, quiet, stdout)
 	if errors.Is(err, context.Canceled) {
 		say(stderr, "stopped waiting; the sweep's Slurm jobs go on (cancel them with mkbench sweep cancel %s)", dir)
@@ -225,7 +224,7 @@ func follow(ctx context.Context, dir string, quiet bool, w io.Writer) (sweep.Sta
 
 // sweepReport writes and prints the sweep's results; the exit status is
 // code, or 1 when units failed.
-func sweepReport(dir string, quiet bool, stdout, stderr *os.File, code int) int {
+func sweepReport(dir string, quiet bool, stdout, stderr io.Writer, code int) int {
 	res, err := sweep.Report(dir)
 	if err != nil {
 		return fail(stderr, err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 	"github.com/mkbench/mkbench/internal/runfile"
 )
 
-func cmdSweepStatus(dir string, args []string, stdout, stderr *os.File) int {
+func cmdSweepStatus(dir string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep status")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
 	if _, code, ok := sweepFlags(fs, dir, "sweep directory DIR", args, stdout, stderr); !ok {
@@ -83,7 +82,7 @@ func unitDetail(u sweep.UnitStatus) string {
 	return strings.Join(parts, "  ")
 }
 
-func cmdSweepResume(dir string, args []string, stdout, stderr *os.File) int {
+func cmdSweepResume(dir string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep resume")
 	engineName, jobs, wait := engineFlags(fs)
 	quiet := fs.Bool("quiet", false, "print only the results")
@@ -197,7 +196,7 @@ func settledQueue(dir string, stdout io.Writer) (sweep.Status, error) {
 	}
 }
 
-func cmdSweepCancel(dir string, args []string, stdout, stderr *os.File) int {
+func cmdSweepCancel(dir string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep cancel")
 	if _, code, ok := sweepFlags(fs, dir, "sweep directory DIR", args, stdout, stderr); !ok {
 		return code
@@ -216,7 +215,7 @@ func cmdSweepCancel(dir string, args []string, stdout, stderr *os.File) int {
 	return 0
 }
 
-func cmdSweepWork(dir string, args []string, stdout, stderr *os.File) int {
+func cmdSweepWork(dir string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep work")
 	index := fs.Int("index", -1, "the unit's index, from 0 (required; a Slurm array task passes $SLURM_ARRAY_TASK_ID)")
 	lockWait := fs.Duration("lock-wait", 10*time.Minute, "how long to wait for a unit another live worker holds")
