@@ -12,7 +12,9 @@ type command struct {
 	name     string   // as typed after mkbench: "run", "models export"
 	synopsis string   // one line, for mkbench help's list
 	usage    []string // its forms, after "mkbench "
-	long     string   // a few sentences: what it does, what it writes
+	// long is what it does and writes: a few short paragraphs, separated
+	// by a blank line ("\n\n"), each wrapped on its own.
+	long     string
 	examples []string // whole command lines
 	// resumes names what --resume DIR continues ("run", "experiment");
 	// resumeTakes are the only flags besides --resume a resume takes:
@@ -33,7 +35,8 @@ func init() {
 		{name: "tui", synopsis: "the workbench (terminal UI): pick a preset or a shipped model, watch it train",
 			usage: []string{"tui [--preset NAME] [--iters N] [--seed S] [--set KEY=VALUE ...] [--data DIR]", "tui --sweep DIR", "tui --runs [DIR]"},
 			long: "Opens the workbench, which mkbench without arguments opens too. With --preset it starts training that preset at once; " +
-				"with --sweep it watches a sweep's units, here or on a cluster; with --runs it opens the runs screen. " +
+				"with --sweep it watches a sweep's units, here or on a cluster (also w in the picker); with --runs it opens the runs screen on every run under DIR " +
+				"(default: the runs root; also R in the picker and the dashboard). " +
 				"It needs a terminal on stdin and stdout and refuses to open under CI; train headless with mkbench run.",
 			examples: []string{"mkbench tui --preset sine-5shot --iters 2000", "mkbench tui --runs runs/", "mkbench tui --sweep runs/sweep-grid-20260101-1200"},
 			run:      cmdTUI},
@@ -42,8 +45,19 @@ func init() {
 				"run --resume DIR [--iters N] [--minutes M] [--data DIR] [--repair] [--start-over]"},
 			long: "Trains a preset (mkbench presets lists them) and evaluates it on fresh test tasks, printing a progress line every two seconds. " +
 				"The run directory (--out, default a new folder under ./runs or $MKBENCH_RUNS) gets config.json, metrics.jsonl, checkpoints, " +
-				"TensorBoard event files and summary.json. A run that cannot fit in this machine's memory is refused before it starts. " +
-				"Ctrl-C, SIGTERM and SIGHUP save a checkpoint first and print the --resume command; a resumed run ends with the bytes of an uninterrupted one.",
+				"TensorBoard event files and summary.json (docs/run-directory.md). --minutes stops training after that much training time, then evaluates as usual. " +
+				"--set changes any setting of the preset (mkbench help settings lists every key); --iters, --seed and the other shorthands set the same keys. " +
+				"config.json records them all, and the --data folder (absolute), which --resume and eval --run read from unless given another." +
+				"\n\n" +
+				"--resume DIR continues an interrupted run exactly where its checkpoint left it, and it ends with the bytes of an uninterrupted one; a finished run is left as it is. " +
+				"A run stopped before its first checkpoint starts over, its files moved into DIR/stopped-TIME/. A run whose checkpoint.gob is lost although it validated or " +
+				"finished is refused: evaluate it with mkbench eval --run DIR, or train it again from iteration 0 with --start-over (its files moved aside the same way). " +
+				"--repair goes on past damaged metrics.jsonl or val.jsonl rows, recording the gap in gaps.jsonl." +
+				"\n\n" +
+				"Ctrl-C, SIGTERM and SIGHUP (a closed terminal, a dropped ssh; not under nohup) save a checkpoint first and print the --resume command (exit status 130). " +
+				"A run too large for this machine's memory is refused before anything is allocated, with its estimate, the memory available and the largest size that fits. " +
+				"A new run never writes into a directory that already holds a run, a sweep or an experiment; a run whose loss becomes non-finite stops at that iteration, " +
+				"naming it, its last good checkpoint kept.",
 			examples: []string{"mkbench run --preset sine-5shot", "mkbench run --preset omniglot-5w1s --variant vrf+ctx --minutes 30",
 				"mkbench run --preset sine-5shot --set lr=0.0005 --set clip_norm=1", "mkbench run --preset folder-5w1s --data ~/my-images --image-size 32 --set backbone=conv4",
 				"mkbench run --resume runs/sine-5shot-metakernel-s1-20260101-1200"},
@@ -54,7 +68,11 @@ func init() {
 				"eval --model NAME [--models-dir DIR] [flags]", "eval --run DIR --folder DIR2 [--split all|test]"},
 			long: "Evaluates a run's best-validation parameters (or its last, where it never validated), or a trained model, on fresh test tasks. " +
 				"With no other flag it reproduces the run's summary.json or the model's recorded result and says whether it matches. " +
-				"--way, --shot, --query, --samples, --bases and --support-shift test the same parameters at other settings; --folder tests an image model on a folder of your own images.",
+				"--way, --shot, --query, --samples, --bases and --support-shift test the same parameters at other settings; --folder tests an image model on a folder of your own images." +
+				"\n\n" +
+				"--val evaluates on the run's validation classes instead, so that evaluation settings (--support-shift, --samples) are chosen without touching the test split; " +
+				"it is refused for a model trained on them (train_split=trainval). A run is read from the --data folder it recorded unless given another. " +
+				"An evaluation longer than five seconds prints evaluating: DONE/TOTAL tasks with an ETA on stderr every five seconds.",
 			examples: []string{"mkbench eval --run runs/sine-5shot-metakernel-s1-20260101-1200", "mkbench eval --model omniglot-5w1s --eval-tasks 100",
 				"mkbench eval --model omniglot-5w1s --way 20 --shot 5", "mkbench eval --run DIR --val --support-shift 1"},
 			run: cmdEval},
@@ -105,8 +123,13 @@ func init() {
 			usage: []string{"sweep work DIR --index I"}, long: "Trains unit I of the sweep in DIR. The engines start it; you need it only to run one unit by hand.",
 			examples: []string{"mkbench sweep work runs/grid --index 3"}, run: subcommand(cmdSweep, "work")},
 		{name: "runs", synopsis: "the runs under a folder, grouped by experiment and sweep",
-			usage:    []string{"runs [DIR] [--json] [--sort KEY] [--filter TEXT]"},
-			long:     "Lists every run under DIR (default: the runs root, ./runs or $MKBENCH_RUNS) with its preset, variant, progress, state and result: the workbench's runs screen, headless.",
+			usage: []string{"runs [DIR] [--json] [--sort KEY] [--filter TEXT]"},
+			long: "Lists every run under DIR (default: the runs root, ./runs or $MKBENCH_RUNS), inside experiment and sweep directories too, under a heading per " +
+				"experiment or sweep: the workbench's runs screen, headless. Each run has its directory, preset, variant, seed, iterations done of its total, state, " +
+				"final metric ± its 95% interval (before the end, the latest validation, marked val), training time and age; --sort keeps the runs in their groups." +
+				"\n\n" +
+				"A run is finished; running (its lock is live, or, for a run last locked on another host such as a Slurm node, its checkpoint is younger than two " +
+				"checkpoint intervals and a minute); failed (it holds failed.json); or interrupted (stopped before its end: mkbench run --resume continues it).",
 			examples: []string{"mkbench runs", "mkbench runs runs/ --sort -metric --filter omniglot", "mkbench runs --json"},
 			run:      cmdRuns},
 		{name: "presets", synopsis: "list the presets, each with its data set and size",
@@ -115,19 +138,29 @@ func init() {
 		{name: "models", synopsis: "the trained models shipped in mkbench (or in a folder of models)",
 			usage: []string{"models [--models-dir DIR] [--json]", "models export RUN [--name NAME] [--models-dir DIR]"},
 			long: "Lists the trained models shipped in mkbench, or those in the folder --models-dir names, with each one's test result, training and the settings it departs from its preset in. " +
-				"mkbench eval --model and the workbench's picker open them.",
+				"mkbench eval --model and the workbench's picker open them. A damaged model is listed as damaged, its reason on stderr, and the others as usual.",
 			examples: []string{"mkbench models", "mkbench models --models-dir my-models --json"},
 			run:      cmdModels},
 		{name: "models export", synopsis: "a run's best model, in float32, into a folder of models",
 			usage: []string{"models export RUN [--name NAME] [--models-dir DIR] [--force] [--support-shift R]"},
 			long: "Writes the run's evaluated parameters (its best validation's, or its last) as a float32 model folder, tests the model it wrote with the run's " +
-				"evaluation settings and records the result beside it. The run is read under its lock.",
+				"evaluation settings and records the result beside it. The run is read under its lock." +
+				"\n\n" +
+				"A model is written whole or not at all: a hidden .NAME.tmp-DIGITS folder, renamed into place under the lock of the folder of models. It holds model.mkbm " +
+				"(float32 parameters with the config, SHA-256 checked, at most 8 MB: the paper's 3.2 M-parameter Omniglot model is refused, its 1.7 M-parameter " +
+				"infer_hidden=128 variant fits), model.json with the test result of the model as written, and the run's curves. A name the folder holds is refused " +
+				"without --force; a replaced model is kept until the new one is in place. The default folder, presets/models/shipped, is built into the binary.",
 			examples: []string{"mkbench models export runs/omniglot-5w1s-metakernel-s1-20260101-1200 --name my-omniglot --models-dir my-models"},
 			run:      subcommand(cmdModels, "export")},
 		{name: "export", synopsis: "logs as TensorBoard event files, or every metric as one CSV or JSON table",
 			usage: []string{"export DIR --tensorboard [--force] [--data DIR2]", "export DIR --format csv|json [--out FILE [--force]]"},
-			long: "Exports the logs of a run, or of every run of a sweep or an experiment: --tensorboard writes event files into each run that has none " +
-				"(runs write their own as they train, so most need nothing); --format writes one tidy table with the columns run, iter, metric, value.",
+			long: "Exports the logs of a run, or of every run below DIR (a sweep's, an experiment's). --tensorboard writes an event file into each run that has none, " +
+				"from its metrics.jsonl, val.jsonl and checkpoints (runs write their own as they train, so most need nothing); without a run's data its ω histograms " +
+				"are left out, with a note." +
+				"\n\n" +
+				"--format writes one tidy table to stdout, or to --out FILE, with the columns run (the run directory relative to DIR, . for DIR itself), iter, " +
+				"metric (every metrics.jsonl field, val_METRIC and val_METRIC_ci95) and value. Log rows that do not parse are left out, with a note giving their " +
+				"line numbers. --out never lands on a run's own file (links and .. followed) and replaces a file only with --force.",
 			examples: []string{"mkbench export runs/grid --format csv --out grid.csv", "mkbench export runs/old-run --tensorboard"},
 			run:      cmdExport},
 		dataCommand, dataGetCommand, // data_cli.go

@@ -33,8 +33,8 @@ func writeHelp(w io.Writer, fs *flagSet) {
 	for _, u := range c.usage {
 		fmt.Fprintf(w, "  mkbench %s\n", u)
 	}
-	if c.long != "" {
-		fmt.Fprintf(w, "\n%s\n", wrap(c.long, "", helpWidth))
+	for _, para := range paragraphs(c.long) {
+		fmt.Fprintf(w, "\n%s\n", wrap(para, "", helpWidth))
 	}
 	if subs := subcommands(c.name); len(subs) > 0 {
 		fmt.Fprintln(w, "\nCommands:")
@@ -46,7 +46,7 @@ func writeHelp(w io.Writer, fs *flagSet) {
 		fmt.Fprintln(w, "\nFlags:")
 		for _, n := range fs.order {
 			f := fs.Lookup(n)
-			fmt.Fprintf(w, "  --%s%s\n%s\n", n, metavar(f), wrap(flagText(f), "      ", helpWidth))
+			fmt.Fprintf(w, "  --%s%s\n%s\n", n, metavar(fs.Name(), f), wrap(flagText(f), "      ", helpWidth))
 		}
 	}
 	if c.resumes != "" {
@@ -69,8 +69,17 @@ var metavars = map[string]string{
 	"sort": "KEY", "runs": "[DIR]", "filter": "TEXT", "dir": "DIR", "from": "URL|DIR|FILE", "backbone": "NAME", "channels": "1|3", "support-shift": "R", "index": "I", "jobs": "K",
 }
 
-// metavar is " NAME" after a flag in its help: what its value is.
-func metavar(f *flag.Flag) string {
+// commandMetavars name the value of a flag whose meaning is the
+// command's own: export's --out is a file, every other --out a directory.
+var commandMetavars = map[string]string{"export out": "FILE"}
+
+// metavar is " NAME" after a flag of command cmd in its help: what its
+// value is. Completion reads it too (DIR: directories, FILE: files, a|b:
+// those words).
+func metavar(cmd string, f *flag.Flag) string {
+	if m, ok := commandMetavars[cmd+" "+f.Name]; ok {
+		return " " + m
+	}
 	if m, ok := metavars[f.Name]; ok {
 		if f.Name == "bases" && f.DefValue == "" {
 			return " D,.." // experiment's list
@@ -103,6 +112,18 @@ func flagText(f *flag.Flag) string {
 		return text
 	}
 	return fmt.Sprintf("%s (default %s)", text, f.DefValue)
+}
+
+// paragraphs splits a command's long help at its blank lines ("\n\n"),
+// each paragraph to be wrapped on its own.
+func paragraphs(text string) []string {
+	var out []string
+	for _, p := range strings.Split(text, "\n\n") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // wrap fills text to width, each line starting with indent.
