@@ -36,6 +36,9 @@
 // expKeys; the keys every screen shares are in keys.go) and matches keys
 // against them; its footer, its header's reminder and its page of the
 // help overlay are generated from the same bindings.
+// Every list (the picker, the runs and sweep tables, the sweeps found,
+// the help's lines) moves with one cursor, listCursor (listcursor.go),
+// and the same keys, listKeys.
 //
 // The picker trains the chosen preset on the dashboard (enter), opens
 // the experiments screen with it (X, as on the dashboard), or asks for a sweep directory to

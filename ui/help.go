@@ -16,32 +16,28 @@ import (
 type helpOverlay struct {
 	theme  Theme
 	close  key.Binding
-	scroll helpScrollKeys
+	scroll listKeys // through a page taller than the terminal
 	open   bool
-	of     component // the screen whose keys are shown
-	top    int       // first body line shown when the body scrolls
+	of     component  // the screen whose keys are shown
+	view   listCursor // on the body's lines: the first shown when it scrolls
 	w, h   int
-}
-
-// helpScrollKeys move through a help page taller than the terminal.
-type helpScrollKeys struct {
-	Up, Down, PageUp, PageDown, Home, End key.Binding
 }
 
 func newHelpOverlay(t Theme) *helpOverlay {
 	return &helpOverlay{theme: t, close: bind("? or esc", "closes", "?", "esc"),
-		scroll: helpScrollKeys{
-			Up:       bind("↑/k", "scroll up", "up", "k"),
-			Down:     bind("↓/j", "scroll down", "down", "j"),
-			PageUp:   bind("pgup", "page up", "pgup", "b"),
-			PageDown: bind("pgdn", "page down", "pgdown", " ", "f"),
-			Home:     bind("home", "top", "home", "g"),
-			End:      bind("end", "bottom", "end", "G"),
-		}}
+		scroll: helpScrollKeys()}
+}
+
+// helpScrollKeys are the list keys, and space pages down as in a pager:
+// a help page has nothing to mark.
+func helpScrollKeys() listKeys {
+	k := newListKeys("line")
+	k.PageDown = bind("pgdn/f/space", k.PageDown.Help().Desc, "pgdown", "f", " ")
+	return k
 }
 
 // show opens the overlay over c, at the top of its page.
-func (o *helpOverlay) show(c component) { o.of, o.open, o.top = c, true, 0 }
+func (o *helpOverlay) show(c component) { o.of, o.open, o.view = c, true, listCursor{} }
 
 func (o *helpOverlay) Init() tea.Cmd { return nil }
 
@@ -54,26 +50,12 @@ func (o *helpOverlay) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		o.SetSize(msg.Width, msg.Height)
 	case tea.KeyMsg:
-		lines, rows := helpBody(o.theme, o.groups(), o.w, o.h)
-		page := max(1, rows-1)
-		k := o.scroll
-		switch {
-		case key.Matches(msg, o.close):
+		if key.Matches(msg, o.close) {
 			o.open = false
-		case key.Matches(msg, k.Up):
-			o.top--
-		case key.Matches(msg, k.Down):
-			o.top++
-		case key.Matches(msg, k.PageUp):
-			o.top -= page
-		case key.Matches(msg, k.PageDown):
-			o.top += page
-		case key.Matches(msg, k.Home):
-			o.top = 0
-		case key.Matches(msg, k.End):
-			o.top = len(lines)
+			return o, nil
 		}
-		o.top = clampTop(o.top, len(lines), rows)
+		lines, rows := helpBody(o.theme, o.groups(), o.w, o.h)
+		o.view, _ = o.view.Len(len(lines)).Height(rows).Scroll(msg, o.scroll)
 	}
 	return o, nil
 }
@@ -94,17 +76,11 @@ func (o *helpOverlay) groups() []helpGroup {
 }
 
 func (o *helpOverlay) View() string {
-	return helpView(o.theme, o.groups(), o.close, o.w, o.h, o.top)
+	return helpView(o.theme, o.groups(), o.close, o.w, o.h, o.view.Top())
 }
 
 func (o *helpOverlay) ShortHelp() []key.Binding  { return []key.Binding{o.close} }
 func (o *helpOverlay) FullHelp() [][]key.Binding { return [][]key.Binding{{o.close}} }
-
-// clampTop keeps the first line shown of n lines in a window of rows
-// inside them.
-func clampTop(top, n, rows int) int {
-	return max(0, min(top, n-rows))
-}
 
 // helpView is the help overlay: every binding of groups under its
 // group's title, in as few columns as fit the terminal, and how to close
@@ -115,10 +91,12 @@ func helpView(t Theme, groups []helpGroup, close key.Binding, w, h, top int) str
 		return f
 	}
 	lines, rows := helpBody(t, groups, w, h)
-	top = clampTop(top, len(lines), rows)
+	// top was kept for the size of the last key; the terminal may have
+	// changed since.
+	from, to := listCursor{}.Len(len(lines)).Height(rows).ScrollTo(top).Visible()
 	sub := ""
 	if len(lines) > rows {
-		sub = t.Dim.Render(fmt.Sprintf("↑↓ pgup pgdn: lines %d–%d of %d", top+1, top+rows, len(lines)))
+		sub = t.Dim.Render(fmt.Sprintf("↑↓ pgup pgdn: lines %d–%d of %d", from+1, to, len(lines)))
 	}
 	title := t.Title.Render("mkbench keys") + t.Dim.Render("   "+close.Help().Key+" "+close.Help().Desc)
 	// The box is as wide as the whole page, wherever it is scrolled to.
@@ -127,7 +105,7 @@ func helpView(t Theme, groups []helpGroup, close key.Binding, w, h, top int) str
 		inner = max(inner, ansi.StringWidthWc(l))
 	}
 	inner = min(inner, w-helpFrameW)
-	lines = lines[top : top+rows]
+	lines = lines[from:to]
 	box := t.HelpBox.Render(block(title+"\n"+sub+"\n"+strings.Join(lines, "\n"), inner, len(lines)+2))
 	return block(lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, box), w, h)
 }

@@ -17,11 +17,12 @@ import (
 // list), then the trained models shipped in mkbench; enter trains the
 // selected preset on the dashboard, or opens the selected model.
 
-// pickerKeys are the picker's keys. The list answers Filter, Up and Down
-// itself; they are here for the help.
+// pickerKeys are the picker's keys. The list answers Filter itself; it is
+// here for the help.
 type pickerKeys struct {
 	globalKeys
-	Start, Filter, Up, Down key.Binding
+	List          listKeys
+	Start, Filter key.Binding
 	// Experiments opens the experiments screen with the selected preset.
 	Experiments key.Binding
 	// Sweep opens the sweep screen, which asks for the directory.
@@ -35,8 +36,7 @@ func newPickerKeys() pickerKeys {
 		globalKeys: newGlobalKeys(),
 		Start:      bind("enter", "train the preset (metakernel; a folder preset asks for its folder first), or open the model", "enter"),
 		Filter:     bind("/", "filter presets", "/"),
-		Up:         bind("↑/k", "up", "up", "k"),
-		Down:       bind("↓/j", "down", "down", "j"),
+		List:       newListKeys("entry"),
 		// X as on every other screen (x picks a heatmap dimension on the
 		// dashboard); x, which nothing else here means, is kept for hands
 		// that learnt it.
@@ -106,6 +106,12 @@ func newPicker(t Theme, k pickerKeys, all []presets.Preset, shipped []models.Inf
 	l.Title = "Presets"
 	l.SetShowHelp(false)
 	l.DisableQuitKeybindings()
+	// The picker moves the cursor itself, with the keys every list has
+	// (listcursor.go); the list's own paging keys (h/l/u/d, ←/→) go.
+	for _, b := range []*key.Binding{&l.KeyMap.CursorUp, &l.KeyMap.CursorDown, &l.KeyMap.PrevPage,
+		&l.KeyMap.NextPage, &l.KeyMap.GoToStart, &l.KeyMap.GoToEnd} {
+		b.SetEnabled(false)
+	}
 	if len(shipped) > 0 {
 		l.SetStatusBarItemName("entry", "entries")
 	} else {
@@ -157,7 +163,17 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case batchMsg, expBatchMsg:
 		return p, nil // run data: nothing the picker shows
 	case tea.KeyMsg:
-		if !p.filtering() && key.Matches(msg, p.keys.Start) {
+		if p.filtering() {
+			break
+		}
+		// The list shows a page at a time: the cursor pages by its
+		// height and the list turns to the cursor's page.
+		c := listCursor{}.Len(len(p.list.VisibleItems())).Height(p.list.Paginator.PerPage).Select(p.list.Index())
+		if c, moved := c.Key(msg, p.keys.List); moved {
+			p.list.Select(c.At())
+			return p, nil
+		}
+		if key.Matches(msg, p.keys.Start) {
 			if sel, ok := p.selected(); ok {
 				return p, func() tea.Msg { return pickedMsg{p: sel} }
 			}
@@ -218,7 +234,7 @@ func (p *picker) FullHelp() [][]key.Binding { return fullHelp(p.HelpGroups()) }
 
 func (p *picker) HelpGroups() []helpGroup {
 	k := p.keys
-	return []helpGroup{{"Presets", []key.Binding{k.Start, k.Experiments, k.Runs, k.Sweep, k.Filter, k.Up, k.Down, k.Help, k.Quit}}}
+	return []helpGroup{{"Presets", append([]key.Binding{k.Start, k.Experiments, k.Runs, k.Sweep, k.Filter}, append(k.List.bindings(), k.Help, k.Quit)...)}}
 }
 
 // modelSummary is a shipped model's line: what it was trained as, how

@@ -12,7 +12,8 @@ import (
 type runsKeys struct {
 	globalKeys
 	// The table.
-	Up, Down, PageUp, PageDown, Home, End, Mark, MarkAll, Sort, Reverse, Filter, Rescan key.Binding
+	List                                         listKeys
+	Mark, MarkAll, Sort, Reverse, Filter, Rescan key.Binding
 	// What to do with the run under the cursor, or the marked runs.
 	Open, Resume, Evaluate, Delete, Curves, Diff key.Binding
 	// The curves view.
@@ -25,12 +26,7 @@ type runsKeys struct {
 func newRunsKeys() runsKeys {
 	return runsKeys{
 		globalKeys: newGlobalKeys(),
-		Up:         bind("↑/k", "previous run", "up", "k"),
-		Down:       bind("↓/j", "next run", "down", "j"),
-		PageUp:     bind("pgup", "a page up", "pgup"),
-		PageDown:   bind("pgdn", "a page down", "pgdown"),
-		Home:       bind("home/g", "first run", "home", "g"),
-		End:        bind("end/G", "last run", "end", "G"),
+		List:       newListKeys("run"),
 		Mark:       bind("space", "mark / unmark the run (to compare)", " "),
 		MarkAll:    bind("a", "mark every run shown / none", "a"),
 		Sort:       bind("s", "sort by the next column", "s"),
@@ -55,7 +51,7 @@ func newRunsKeys() runsKeys {
 // groups are the screen's page of the help overlay.
 func (k runsKeys) groups() []helpGroup {
 	return []helpGroup{
-		{"Runs", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End, k.Mark, k.MarkAll, k.Sort, k.Reverse, k.Filter, k.Rescan}},
+		{"Runs", append(k.List.bindings(), k.Mark, k.MarkAll, k.Sort, k.Reverse, k.Filter, k.Rescan)},
 		{"Actions", []key.Binding{k.Open, k.Resume, k.Evaluate, k.Delete, k.Curves, k.Diff}},
 		{"Curves", []key.Binding{k.Metric, k.TimeX, k.EMA, k.LogY}},
 		{"General", []key.Binding{k.Back, k.Help, k.Quit}},
@@ -126,21 +122,12 @@ func (s *runsScreen) key(msg tea.KeyMsg) tea.Cmd {
 	case s.stage != runsTable:
 		return s.viewKey(msg)
 	}
-	page := max(s.tableRows()-2, 1)
+	var moved bool
+	if s.cursor, moved = s.cursor.Len(len(s.view)).Height(s.tableRows()-1).Key(msg, k.List); moved {
+		return nil
+	}
 	r, ok := s.current()
 	switch {
-	case key.Matches(msg, k.Up):
-		s.cursor = max(s.cursor-1, 0)
-	case key.Matches(msg, k.Down):
-		s.cursor = min(s.cursor+1, max(len(s.view)-1, 0))
-	case key.Matches(msg, k.PageUp):
-		s.cursor = max(s.cursor-page, 0)
-	case key.Matches(msg, k.PageDown):
-		s.cursor = min(s.cursor+page, max(len(s.view)-1, 0))
-	case key.Matches(msg, k.Home):
-		s.cursor = 0
-	case key.Matches(msg, k.End):
-		s.cursor = max(len(s.view)-1, 0)
 	case key.Matches(msg, k.Mark) && ok:
 		s.marks.toggle(r.Dir)
 	case key.Matches(msg, k.MarkAll):

@@ -55,9 +55,9 @@ type runsScreen struct {
 	all      []runs.Run // in the order found; read[i] once its files are read
 	read     []bool
 	nread    int
-	view     []int // the rows shown: indexes into all, filtered and sorted
-	cursor   int   // index into view
-	top      int   // first line shown
+	view     []int      // the rows shown: indexes into all, filtered and sorted
+	cursor   listCursor // on view; it pages by the table's height
+	lines    listCursor // on the table's lines (runs and group headings): the first shown
 	marks    marks[string]
 
 	sortKey   int // index into runs.SortKeys
@@ -233,10 +233,10 @@ func (s *runsScreen) refresh(keep string) {
 	for _, r := range shown {
 		s.view = append(s.view, where[r.Dir])
 	}
-	s.cursor = min(s.cursor, max(len(s.view)-1, 0))
+	s.cursor = s.cursor.Len(len(s.view))
 	for i, j := range s.view {
 		if s.all[j].Dir == keep {
-			s.cursor = i
+			s.cursor = s.cursor.Select(i)
 		}
 	}
 }
@@ -246,7 +246,7 @@ func (s *runsScreen) current() (*runs.Run, bool) {
 	if len(s.view) == 0 {
 		return nil, false
 	}
-	return &s.all[s.view[s.cursor]], true
+	return &s.all[s.view[s.cursor.At()]], true
 }
 
 func (s *runsScreen) currentDir() string {

@@ -138,8 +138,8 @@ func TestRunsScreenLazy(t *testing.T) {
 		t.Fatalf("the table before any run is read:\n%s", v)
 	}
 	s.Update(keys("j"))
-	if s.cursor != 1 {
-		t.Errorf("a key while reading: cursor %d", s.cursor)
+	if s.cursor.At() != 1 {
+		t.Errorf("a key while reading: cursor %d", s.cursor.At())
 	}
 	chunks := 0
 	for next != nil {
@@ -150,8 +150,8 @@ func TestRunsScreenLazy(t *testing.T) {
 	if chunks != 1000/runsChunk+1 || s.nread != 1000 || s.scanning {
 		t.Errorf("%d chunks, %d read, scanning %v", chunks, s.nread, s.scanning)
 	}
-	if v := s.View(); !strings.Contains(v, "1000 finished") || s.cursor != 1 {
-		t.Errorf("after reading (cursor %d):\n%s", s.cursor, v)
+	if v := s.View(); !strings.Contains(v, "1000 finished") || s.cursor.At() != 1 {
+		t.Errorf("after reading (cursor %d):\n%s", s.cursor.At(), v)
 	}
 }
 

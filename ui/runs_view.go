@@ -187,7 +187,7 @@ func (s *runsScreen) table(w, h int) string {
 			}
 		}
 		lead := " "
-		if i == s.cursor {
+		if i == s.cursor.At() {
 			lead = t.Key.Render("▸")
 		}
 		mark := " "
@@ -198,7 +198,7 @@ func (s *runsScreen) table(w, h int) string {
 			}
 		}
 		name := pad(names[i], runW)
-		if i == s.cursor {
+		if i == s.cursor.At() {
 			name = t.Bold.Render(name)
 		}
 		l := lead + mark + " " + name
@@ -224,23 +224,24 @@ func (s *runsScreen) table(w, h int) string {
 	rows := h - 1
 	at := 0
 	for k, l := range lines {
-		if l.row == s.cursor {
+		if l.row == s.cursor.At() {
 			at = k
 		}
 	}
 	// Keep the cursor's line in sight, and its group's heading with it
 	// when the cursor is on the group's first run.
-	s.top = max(min(s.top, at), at-rows+1)
-	if at > 0 && lines[at-1].row < 0 && s.top == at {
-		s.top = at - 1
+	s.lines = s.lines.Len(len(lines)).Height(rows)
+	if at > 0 && lines[at-1].row < 0 {
+		s.lines = s.lines.Select(at - 1)
 	}
-	s.top = max(min(s.top, len(lines)-rows), 0)
+	s.lines = s.lines.Select(at)
+	from, to := s.lines.Visible()
 	more := ""
 	if len(lines) > rows {
-		more = t.Dim.Render(fmt.Sprintf("%d–%d of %d lines ", s.top+1, min(s.top+rows, len(lines)), len(lines)))
+		more = t.Dim.Render(fmt.Sprintf("%d–%d of %d lines ", from+1, to, len(lines)))
 	}
 	out := []string{withRight(t.Dim.Render(hdr), more, w)}
-	for _, l := range lines[s.top:min(s.top+rows, len(lines))] {
+	for _, l := range lines[from:to] {
 		out = append(out, l.text)
 	}
 	return block(strings.Join(out, "\n"), w, h)

@@ -13,7 +13,8 @@ type sweepKeys struct {
 	// Choosing the directory.
 	Watch, Pick key.Binding
 	// The unit table.
-	Up, Down, PageUp, PageDown, Home, End, Mark, MarkAll key.Binding
+	List          listKeys
+	Mark, MarkAll key.Binding
 	// The view.
 	Results, LogY, EMA key.Binding
 	// Back goes to the picker, or quits a workbench opened on the sweep
@@ -26,12 +27,7 @@ func newSweepKeys() sweepKeys {
 		globalKeys: newGlobalKeys(),
 		Watch:      bind("enter", "watch the directory", "enter"),
 		Pick:       bind("↑/↓", "pick a sweep found under the runs root", "up", "down"),
-		Up:         bind("↑/k", "previous unit", "up", "k"),
-		Down:       bind("↓/j", "next unit", "down", "j"),
-		PageUp:     bind("pgup", "a page of units up", "pgup"),
-		PageDown:   bind("pgdn", "a page of units down", "pgdown"),
-		Home:       bind("home/g", "first unit", "home", "g"),
-		End:        bind("end/G", "last unit", "end", "G"),
+		List:       newListKeys("unit"),
 		Mark:       bind("space", "mark / unmark the unit: its curve is drawn", " "),
 		MarkAll:    bind("a", "mark every unit / none", "a"),
 		Results:    bind("r", "results table: show / hide (small: instead of the curves)", "r"),
@@ -58,7 +54,7 @@ func (k sweepKeys) groups(choosing, direct bool) []helpGroup {
 		return []helpGroup{{"Sweep directory", []key.Binding{k.Watch, k.Pick}}, general}
 	}
 	return []helpGroup{
-		{"Units", []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End, k.Mark, k.MarkAll}},
+		{"Units", append(k.List.bindings(), k.Mark, k.MarkAll)},
 		{"View", []key.Binding{k.Results, k.LogY, k.EMA}},
 		general,
 	}
@@ -87,12 +83,12 @@ func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
 		case key.Matches(msg, k.Watch):
 			return s.watch(strings.TrimSpace(s.input.Value()))
 		case key.Matches(msg, k.Pick) && len(s.found) > 0:
+			d := 1
 			if msg.String() == "up" {
-				s.pick = max(s.pick-1, 0)
-			} else {
-				s.pick = min(s.pick+1, len(s.found)-1)
+				d = -1
 			}
-			s.input.SetValue(s.found[s.pick].dir)
+			s.pick = s.pick.Len(len(s.found)).Move(d)
+			s.input.SetValue(s.found[s.pick.At()].dir)
 			s.input.CursorEnd()
 			s.chooseErr = ""
 			return nil
@@ -105,22 +101,14 @@ func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
 	if s.st != nil {
 		n = len(s.st.Units)
 	}
-	page := max(s.tableRows()-1, 1)
+	var moved bool
+	if s.cursor, moved = s.cursor.Len(n).Height(s.tableRows()-1).Key(msg, k.List); moved {
+		s.dirty = true
+		return nil
+	}
 	switch {
-	case key.Matches(msg, k.Up):
-		s.cursor--
-	case key.Matches(msg, k.Down):
-		s.cursor++
-	case key.Matches(msg, k.PageUp):
-		s.cursor -= page
-	case key.Matches(msg, k.PageDown):
-		s.cursor += page
-	case key.Matches(msg, k.Home):
-		s.cursor = 0
-	case key.Matches(msg, k.End):
-		s.cursor = n - 1
 	case key.Matches(msg, k.Mark) && n > 0:
-		s.marks.toggle(s.st.Units[s.cursor].Index)
+		s.marks.toggle(s.st.Units[s.cursor.At()].Index)
 	case key.Matches(msg, k.MarkAll) && n > 0:
 		if len(s.marks) == n {
 			s.marks = marks[int]{}
@@ -140,7 +128,6 @@ func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
 	default:
 		return nil
 	}
-	s.cursor = max(min(s.cursor, n-1), 0)
 	s.dirty = true
 	return nil
 }

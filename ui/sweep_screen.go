@@ -67,7 +67,7 @@ type sweepScreen struct {
 	// Choosing.
 	input     textinput.Model
 	found     []foundSweep
-	pick      int
+	pick      listCursor // on found
 	chooseErr string
 	// Watching.
 	dir       string
@@ -80,8 +80,7 @@ type sweepScreen struct {
 	queueErr  string
 	curves    map[int]*unitCurve
 	marks     marks[int] // marked unit index → colour slot
-	cursor    int
-	top       int // first unit row shown
+	cursor    listCursor // on the units; it pages by the table's height
 	alt       bool
 	logY, ema bool
 	frame     string
@@ -141,7 +140,7 @@ func newSweepScreen(t Theme, root string) *sweepScreen {
 // choose shows the directory prompt and looks for sweeps under the root.
 func (s *sweepScreen) choose() tea.Cmd {
 	s.gen++
-	s.stage, s.chooseErr, s.found, s.pick, s.dirty = sweepChoose, "", nil, 0, true
+	s.stage, s.chooseErr, s.found, s.pick, s.dirty = sweepChoose, "", nil, listCursor{}, true
 	s.input.SetValue("")
 	gen, root := s.gen, s.root
 	return func() tea.Msg { return sweepFoundMsg{gen, findSweeps(root)} }
@@ -173,7 +172,7 @@ func (s *sweepScreen) watch(dir string) tea.Cmd {
 	s.gen++
 	s.stage, s.dir, s.st, s.readErr, s.queue, s.queueErr = sweepWatch, dir, nil, "", nil, ""
 	s.queueAt, s.queueBusy = time.Time{}, false
-	s.curves, s.marks, s.cursor, s.top = map[int]*unitCurve{}, marks[int]{}, 0, 0
+	s.curves, s.marks, s.cursor = map[int]*unitCurve{}, marks[int]{}, listCursor{}
 	s.input.SetValue(dir)
 	s.dirty = true
 	return s.read()
@@ -192,7 +191,7 @@ func (s *sweepScreen) shown() []int {
 		return nil
 	}
 	if len(s.marks) == 0 {
-		return []int{s.st.Units[s.cursor].Index}
+		return []int{s.st.Units[s.cursor.At()].Index}
 	}
 	var out []int
 	for _, u := range s.st.Units {
@@ -341,7 +340,7 @@ func (s *sweepScreen) apply(msg sweepReadMsg) tea.Cmd {
 	}
 	s.st, s.readErr = &msg.st, ""
 	s.addQueue()
-	s.cursor = max(min(s.cursor, len(s.st.Units)-1), 0)
+	s.cursor = s.cursor.Len(len(s.st.Units))
 	for _, r := range msg.curves {
 		s.applyCurve(r)
 	}

@@ -39,9 +39,8 @@ func (s *sweepScreen) render() string {
 	}
 	tH := s.tableRows()
 	rows := tH - 1
-	s.top = max(min(s.top, s.cursor), s.cursor-rows+1)
-	s.top = max(min(s.top, len(s.st.Units)-rows), 0)
-	table := unitTable(t, *s.st, s.marks, s.cursor, s.top, w, tH)
+	s.cursor = s.cursor.Len(len(s.st.Units)).Height(rows)
+	table := unitTable(t, *s.st, s.marks, s.cursor, w, tH)
 	bottomH := h - 3 - tH - 1
 	return head + "\n" + table + "\n" + block(s.detail(), w, 1) + "\n" + s.bottom(w, bottomH) + "\n" + foot
 }
@@ -107,11 +106,11 @@ func stateStyle(t Theme, state string) lipgloss.Style {
 	return t.Dim
 }
 
-// unitTable is the units from top on, one line each, under a header
-// line: h lines of w columns. Columns that do not fit go, least useful
+// unitTable is the units the cursor shows, one line each, under a
+// header line: h lines of w columns. Columns that do not fit go, least useful
 // first: the Slurm state, validation, the bar, the errors (which the line
 // under the table then shows for the unit under the cursor).
-func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor, top, w, h int) string {
+func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w, h int) string {
 	units := st.Units
 	idxW, nameW, itW := len(fmt.Sprint(max(len(units)-1, 0))), 4, 10
 	hasVal, hasErr := false, false
@@ -150,15 +149,16 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor, top, w, h in
 		hdr += " error"
 	}
 	rows := h - 1
+	from, to := cursor.Visible()
 	more := ""
 	if len(units) > rows {
-		more = t.Dim.Render(fmt.Sprintf("%d–%d of %d ", top+1, min(top+rows, len(units)), len(units)))
+		more = t.Dim.Render(fmt.Sprintf("%d–%d of %d ", from+1, to, len(units)))
 	}
 	lines := []string{withRight(t.Dim.Render(hdr), more, w)}
-	for i := top; i < min(top+rows, len(units)); i++ {
+	for i := from; i < to; i++ {
 		u := units[i]
 		lead := " "
-		if i == cursor {
+		if i == cursor.At() {
 			lead = t.Key.Render("▸")
 		}
 		mark := " "
@@ -169,7 +169,7 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor, top, w, h in
 			}
 		}
 		name := pad(u.Name, nameW)
-		if i == cursor {
+		if i == cursor.At() {
 			name = t.Bold.Render(name)
 		}
 		l := lead + mark + " " + fmt.Sprintf("%*d", idxW, u.Index) + " " + name + " " + stateStyle(t, u.State).Render(pad(u.State, stateW))
@@ -214,7 +214,7 @@ func (s *sweepScreen) detail() string {
 	if len(s.st.Units) == 0 {
 		return t.Dim.Render(" the sweep has no units")
 	}
-	u := s.st.Units[s.cursor]
+	u := s.st.Units[s.cursor.At()]
 	parts := []string{t.Bold.Render(u.Name), stateStyle(t, u.State).Render(u.State)}
 	switch {
 	case u.State == sweep.StateFailed:
@@ -447,11 +447,12 @@ func (s *sweepScreen) chooseView() string {
 			dirW = max(dirW, ansi.StringWidthWc(f.dir))
 		}
 		room := max(s.h-1-len(lines), 1)
-		start := max(0, s.pick-room+1)
-		for i := start; i < min(len(s.found), start+room); i++ {
+		s.pick = s.pick.Len(len(s.found)).Height(room)
+		from, to := s.pick.Visible()
+		for i := from; i < to; i++ {
 			f := s.found[i]
 			lead := "    "
-			if i == s.pick && s.input.Value() == f.dir {
+			if i == s.pick.At() && s.input.Value() == f.dir {
 				lead = "  " + t.Key.Render("▸") + " "
 			}
 			lines = append(lines, lead+pad(f.dir, dirW)+t.Dim.Render("  "+f.mod.Format("2006-01-02 15:04")))
