@@ -1,19 +1,17 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/mkbench/mkbench/engine"
-	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/experiments/export"
 	"github.com/mkbench/mkbench/internal/tbevents"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // runEventFiles reads the event files of run dir: the scalar events as
@@ -103,45 +101,20 @@ func TestExportTensorBoard(t *testing.T) {
 	}
 }
 
-// readTidyCSV parses a table written by export --format csv.
-func readTidyCSV(t *testing.T, text string) []tidyRow {
+// tidyTable is the table export.WriteTidy writes of the runs of dir, in
+// format: what export --format writes, byte for byte (the package's tests
+// check the table against the logs).
+func tidyTable(t *testing.T, dir, format string) string {
 	t.Helper()
-	recs, err := csv.NewReader(strings.NewReader(text)).ReadAll()
-	if err != nil || len(recs) == 0 || strings.Join(recs[0], ",") != "run,iter,metric,value" {
-		t.Fatalf("csv (%v):\n%s", err, text)
+	list, err := export.Runs(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var out []tidyRow
-	for _, r := range recs[1:] {
-		iter, err1 := strconv.Atoi(r[1])
-		v, err2 := strconv.ParseFloat(r[3], 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("csv row %v", r)
-		}
-		out = append(out, tidyRow{r[0], iter, r[2], v})
+	var b strings.Builder
+	if err := export.WriteTidy(&b, list, format, func(n string) { t.Errorf("note: %s", n) }); err != nil {
+		t.Fatal(err)
 	}
-	return out
-}
-
-// wantTidy is the table of run dir, named rel, from its logs: by
-// iteration, the metrics before the validation.
-func wantTidy(t *testing.T, dir, rel string) []tidyRow {
-	t.Helper()
-	metrics, err := runfile.Read[engine.MetricsRow](filepath.Join(dir, engine.FileMetrics))
-	if err != nil || len(metrics) == 0 {
-		t.Fatalf("%s: %d metrics rows, %v", dir, len(metrics), err)
-	}
-	vals, _ := runfile.Read[engine.ValRow](filepath.Join(dir, engine.FileVal))
-	var out []tidyRow
-	for _, m := range metrics {
-		out = append(out, tidyRow{rel, m.Iter, "loss", m.Loss}, tidyRow{rel, m.Iter, "data", m.Data}, tidyRow{rel, m.Iter, "kl", m.KL},
-			tidyRow{rel, m.Iter, "elbo", m.ELBO}, tidyRow{rel, m.Iter, "lambda", m.Lambda}, tidyRow{rel, m.Iter, "lr", m.LR},
-			tidyRow{rel, m.Iter, "grad_norm", m.GradNorm})
-	}
-	for _, v := range vals {
-		out = append(out, tidyRow{rel, v.Iter, "val_" + v.Metric, v.Mean}, tidyRow{rel, v.Iter, "val_" + v.Metric + "_ci95", v.CI95})
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Iter < out[j].Iter })
-	return out
+	return b.String()
 }
 
 // A classification run with validation: its event file has the
@@ -167,18 +140,15 @@ func TestExportValidatedRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("export csv: exit %d\n%s", code, se)
 	}
-	got, want := readTidyCSV(t, so), wantTidy(t, dir, ".")
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("csv:\n%v\nwant\n%v", got, want)
+	if want := tidyTable(t, dir, "csv"); so != want || strings.Count(so, "\n") != 19 {
+		t.Errorf("csv:\n%s\nwant\n%s", so, want)
 	}
 	out := filepath.Join(t.TempDir(), "m.json")
 	if so, se, code := mkbench(t, "export", dir, "--format", "json", "--out", out); code != 0 || !strings.Contains(so, "1 runs → "+out) {
 		t.Fatalf("export json: exit %d\n%s%s", code, so, se)
 	}
-	var fromJSON []tidyRow
-	readJSONFile(t, out, &fromJSON)
-	if !reflect.DeepEqual(fromJSON, want) {
-		t.Errorf("json:\n%v\nwant\n%v", fromJSON, want)
+	if got, want := string(testutil.ReadFile(t, out)), tidyTable(t, dir, "json"); got != want {
+		t.Errorf("json:\n%s\nwant\n%s", got, want)
 	}
 
 	// With the data: the histograms of the best and the last checkpoint,
@@ -216,12 +186,8 @@ func TestExportSweep(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("export: exit %d\n%s", code, se)
 	}
-	var want []tidyRow
-	for _, u := range []string{"units/sine-5shot-rbf-s1", "units/sine-5shot-vrf-s1"} {
-		want = append(want, wantTidy(t, filepath.Join(dir, u), u)...)
-	}
-	if got := readTidyCSV(t, so); !reflect.DeepEqual(got, want) || len(got) != 28 {
-		t.Errorf("sweep table (%d rows):\n%v\nwant\n%v", len(got), got, want)
+	if want := tidyTable(t, dir, "csv"); so != want || strings.Count(so, "\n") != 29 || strings.Count(so, "units/sine-5shot-rbf-s1,") != 14 {
+		t.Errorf("sweep table:\n%s\nwant\n%s", so, want)
 	}
 	so, se, code = mkbench(t, "export", dir, "--tensorboard")
 	if code != 0 || se != "" || strings.Count(so, "already has event files") != 2 || strings.Count(so, "nothing to do") != 2 {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 
-
 	"github.com/mkbench/mkbench/datasets/fetch"
 	"github.com/mkbench/mkbench/internal/runfile"
 )
