@@ -135,7 +135,29 @@ func unknownKey(s string) string {
 // data set.
 const dataHelp = "folder of the preset's data set, e.g. the one holding Omniglot's images_background.zip and images_evaluation.zip (default: $MKBENCH_DATA/<set>, ./data/<set> or ../shared/data/<set>, <set> being omniglot, cifarfs, miniimagenet, domainnet or embeddings)"
 
+// runOpts are mkbench run's flags, parsed and checked: everything that
+// can be refused without reading a file.
+type runOpts struct {
+	preset, variant, out, data string
+	resume                     string // the run directory continued, or ""
+	iters                      int    // with resume: set["iters"] raises the run's
+	budget                     time.Duration
+	ov                         presets.Overrides // a new run's settings
+	set                        map[string]bool   // the flags given
+	repair, startOver, quiet   bool
+}
+
 func cmdRun(args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parseRun(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	return o.run(stdout, stderr)
+}
+
+// parseRun parses run's flags. ok is false when the command is done
+// (--help, or a refusal already printed), code being its exit status.
+func parseRun(args []string, stdout, stderr io.Writer) (o runOpts, code int, ok bool) {
 	fs := newFlags("run")
 	preset := fs.String("preset", "", "the preset to train (mkbench presets lists them)")
 	variant := fs.String("variant", "", "rbf, rff, vrf, vrf+ctx, vrf+cnf or metakernel (default: the preset's)")
@@ -162,29 +184,51 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "print only the final result")
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "way", "shot", "query")
 	if !ok {
-		return code
+		return o, code, false
 	}
+	o = runOpts{preset: *preset, variant: *variant, out: *out, data: *data, resume: *resume, iters: *iters, set: set,
+		repair: *repair, startOver: *startOver, quiet: *quiet}
+	refuse := func(err error) (runOpts, int, bool) { return o, fail(stderr, err), false }
 	budget, err := minutesFlag("run", set["minutes"], *minutes)
 	if err != nil {
-		return fail(stderr, err)
+		return refuse(err)
 	}
+	o.budget = budget
+	if o.repair && o.resume == "" {
+		return refuse(errors.New("run: --repair applies to --resume DIR only"))
+	}
+	if o.startOver && o.resume == "" {
+		return refuse(errors.New("run: --start-over applies to --resume DIR only"))
+	}
+	if o.resume != "" {
+		if err := checkResume(fs, set); err != nil {
+			return refuse(err)
+		}
+		return o, 0, true
+	}
+	if o.preset == "" {
+		return refuse(errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
+	}
+	if o.ov, err = overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources", "way", "shot", "query", "backbone"); err != nil {
+		return refuse(err)
+	}
+	if err := knownPresetAndVariant(o.preset, o.variant); err != nil {
+		return refuse(fmt.Errorf("run: %w", err))
+	}
+	return o, 0, true
+}
 
+// run trains the run o names, new or resumed, then evaluates it. A run
+// stopped by a signal saves a checkpoint and exits 130.
+func (o runOpts) run(stdout, stderr io.Writer) int {
 	var cfg engine.Config
 	// start is the first progress line, printed once the task data has
 	// loaded: a missing data folder should not be preceded by "training…".
 	var presetName, dir, family, start string
-	if *repair && *resume == "" {
-		return fail(stderr, errors.New("run: --repair applies to --resume DIR only"))
-	}
-	if *startOver && *resume == "" {
-		return fail(stderr, errors.New("run: --start-over applies to --resume DIR only"))
-	}
-	if *resume != "" {
-		if err := checkResume(fs, set); err != nil {
-			return fail(stderr, err)
-		}
-		dir = *resume
-		recordedData(dir, set, data)
+	data := o.data
+	if o.resume != "" {
+		dir = o.resume
+		recordedData(dir, o.set, &data)
 		var done int
 		if _, err := os.Stat(filepath.Join(dir, engine.FileCheckpoint)); errors.Is(err, os.ErrNotExist) {
 			// Stopped before its first checkpoint: the engine starts its
@@ -201,50 +245,40 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 			cfg, presetName, family, done = ck.Config, ck.Preset, ck.Source, ck.Iter
 		}
-		if set["iters"] {
-			if *iters < done {
-				return fail(stderr, fmt.Errorf("run: --iters %d is below the %d iterations already done", *iters, done))
+		if o.set["iters"] {
+			if o.iters < done {
+				return fail(stderr, fmt.Errorf("run: --iters %d is below the %d iterations already done", o.iters, done))
 			}
-			cfg.Iters = *iters
+			cfg.Iters = o.iters
 		}
 		start = fmt.Sprintf("resuming %s at iteration %d of %d", dir, done, cfg.Iters)
 		if err := presets.CheckMemory(dir, family, cfg, engine.Config.MemoryEstimate, nil); err != nil {
 			return fail(stderr, err) // a run moved to a smaller machine
 		}
 	} else {
-		if *preset == "" {
-			return fail(stderr, errors.New("run: --preset is required (see mkbench presets), or --resume DIR"))
-		}
-		ov, err := overrides(fs, set, sets, "iters", "seed", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "sources", "test-sources", "way", "shot", "query", "backbone")
-		if err != nil {
+		if err := folderChannels(o.preset, data, o.ov); err != nil {
 			return fail(stderr, err)
 		}
-		if err := knownPresetAndVariant(*preset, *variant); err != nil {
-			return fail(stderr, fmt.Errorf("run: %w", err))
-		}
-		if err := folderChannels(*preset, *data, ov); err != nil {
-			return fail(stderr, err)
-		}
-		p, c, err := presets.CheckedConfig(presets.Spec{Preset: *preset, Variant: *variant, Overrides: ov})
+		p, c, err := presets.CheckedConfig(presets.Spec{Preset: o.preset, Variant: o.variant, Overrides: o.ov})
 		if err != nil {
 			return fail(stderr, err)
 		}
 		cfg, presetName = c, p.Name
 		family = p.Source
-		dir = *out
+		dir = o.out
 	}
 
 	ctx, cancel := stopContext()
 	defer cancel()
 	var obs engine.Observer
-	if !*quiet {
-		obs = progressPrinter(stdout, budget, cfg)
+	if !o.quiet {
+		obs = progressPrinter(stdout, o.budget, cfg)
 	}
-	srcs, err := presets.NewSources(family, cfg, *data)
+	srcs, err := presets.NewSources(family, cfg, data)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if *resume == "" {
+	if o.resume == "" {
 		// Named (and made) once the data has loaded, so a bad data folder
 		// leaves no empty run directory behind.
 		if dir == "" {
@@ -254,11 +288,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
 	}
-	if !*quiet {
+	if !o.quiet {
 		fmt.Fprintln(stdout, start)
 	}
-	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: *resume != "", Repair: *repair, StartOver: *startOver, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
-		Budget: budget, Data: *data}
+	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: o.resume != "", Repair: o.repair, StartOver: o.startOver, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
+		Budget: o.budget, Data: data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
 		say(stderr, "note: %s", n)

@@ -24,7 +24,28 @@ func recordedData(dir string, set map[string]bool, data *string) {
 	}
 }
 
+// evalOpts are mkbench eval's flags, parsed and checked.
+type evalOpts struct {
+	run, model, modelsDir, data string
+	folder, split               string
+	testSources                 []string // --test-sources, parsed
+	tasks, way, shot, query     int
+	samples, bases, shift       int
+	asJSON, onVal               bool
+	set                         map[string]bool // the flags given
+}
+
 func cmdEval(args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parseEval(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	return o.eval(stdout, stderr)
+}
+
+// parseEval parses eval's flags. ok is false when the command is done
+// (--help, or a refusal already printed), code being its exit status.
+func parseEval(args []string, stdout, stderr io.Writer) (o evalOpts, code int, ok bool) {
 	fs := newFlags("eval")
 	run := fs.String("run", "", "run directory to evaluate")
 	model := fs.String("model", "", "evaluate this trained model instead of a run (mkbench models lists them)")
@@ -44,36 +65,60 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
 	set, code, ok := parseArgs(fs, args, stdout, stderr)
 	if !ok {
-		return code
+		return o, code, false
 	}
-	if (*run == "") == (*model == "") {
-		return fail(stderr, errors.New("eval: give --run DIR (a run directory) or --model NAME (mkbench models lists them)"))
+	o = evalOpts{run: *run, model: *model, modelsDir: *modelsDir, data: *data, folder: *folder, split: *split, tasks: *tasks, way: *way, shot: *shot,
+		query: *query, samples: *samples, bases: *bases, shift: *shift, asJSON: *asJSON, onVal: *onVal, set: set}
+	refuse := func(err error) (evalOpts, int, bool) { return o, fail(stderr, err), false }
+	if (o.run == "") == (o.model == "") {
+		return refuse(errors.New("eval: give --run DIR (a run directory) or --model NAME (mkbench models lists them)"))
 	}
-	if set["models-dir"] && *model == "" {
-		return fail(stderr, errors.New("eval: --models-dir applies to --model NAME"))
+	if set["models-dir"] && o.model == "" {
+		return refuse(errors.New("eval: --models-dir applies to --model NAME"))
 	}
 	if err := checkPositive(fs, set, "eval-tasks", "way", "shot", "query", "samples", "bases"); err != nil {
-		return fail(stderr, err)
+		return refuse(err)
 	}
+	if set["test-sources"] {
+		_, v, err := presets.ParseSet("test_sources=" + *testSources)
+		if err != nil {
+			return refuse(fmt.Errorf("eval: --test-sources: %w", err))
+		}
+		o.testSources = v.([]string)
+	}
+	if set["split"] && !set["folder"] {
+		return refuse(errors.New("eval: --split applies to --folder DIR"))
+	}
+	if o.onVal && (o.folder != "" || set["test-sources"]) {
+		return refuse(errors.New("eval: --val evaluates on the run's own validation classes: leave out --folder and --test-sources"))
+	}
+	return o, 0, true
+}
+
+// eval evaluates the run or model o names and prints the result, and
+// whether it matches the one recorded when nothing was changed.
+func (o evalOpts) eval(stdout, stderr io.Writer) int {
+	set := o.set
+	data := o.data
 	var ck *engine.Checkpoint
 	var which, note string
 	var shipped *models.Info
 	var err error
-	if *model != "" {
+	if o.model != "" {
 		var info models.Info
-		lib := library(*modelsDir)
-		if ck, info, err = lib.Open(*model); err != nil {
-			return fail(stderr, fmt.Errorf("eval: %w", nearestModel(lib, *model, err)))
+		lib := library(o.modelsDir)
+		if ck, info, err = lib.Open(o.model); err != nil {
+			return fail(stderr, fmt.Errorf("eval: %w", nearestModel(lib, o.model, err)))
 		}
-		which, shipped = "model "+*model+"'s", &info
+		which, shipped = "model "+o.model+"'s", &info
 	} else {
 		// The run directory is locked while it is evaluated, so a run
 		// resumed into it meanwhile is refused (and this refused while it
 		// trains). A directory that does not exist is not created:
 		// loading says so. A run on read-only media is read without the
 		// lock, which it cannot hold and no writer can either.
-		if st, err := os.Stat(*run); err == nil && st.IsDir() {
-			lock, roNote, err := engine.LockRunToRead(*run)
+		if st, err := os.Stat(o.run); err == nil && st.IsDir() {
+			lock, roNote, err := engine.LockRunToRead(o.run)
 			if err != nil {
 				return fail(stderr, fmt.Errorf("eval: %w", err))
 			}
@@ -85,10 +130,10 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 		// A run that validated is tested with its best-validation
 		// parameters, as its summary was; where best.gob is missing the
 		// note says which checkpoint stands in.
-		if ck, which, note, err = engine.LoadEvalCheckpoint(*run); err != nil {
+		if ck, which, note, err = engine.LoadEvalCheckpoint(o.run); err != nil {
 			return fail(stderr, err)
 		}
-		recordedData(*run, set, data)
+		recordedData(o.run, set, &data)
 	}
 	if note != "" {
 		say(stderr, "note: %s", note)
@@ -102,69 +147,59 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 	// and shot it is tested on.
 	c.ClearTrainingShape()
 	if set["way"] {
-		c.Way = *way
+		c.Way = o.way
 	}
 	if set["shot"] {
-		c.Shot = *shot
+		c.Shot = o.shot
 	}
 	if set["samples"] {
-		c.EvalSamples = *samples
+		c.EvalSamples = o.samples
 	}
 	if set["bases"] {
-		c.Bases = *bases
+		c.Bases = o.bases
 	}
 	if set["support-shift"] {
-		c.EvalSupportShift = *shift
+		c.EvalSupportShift = o.shift
 	}
 	if set["query"] {
 		// The training source is built too (the model is rebuilt on it),
 		// so its queries follow.
-		c.EvalQuery, c.Query = *query, *query
+		c.EvalQuery, c.Query = o.query, o.query
 	}
 	if set["eval-tasks"] {
 		// Bounded and counted in the memory estimate as the run's own.
-		c.EvalTasks = *tasks
+		c.EvalTasks = o.tasks
 	}
 	if err := c.Validate(); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
-	if err := presets.CheckMemory(*run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
+	if err := presets.CheckMemory(o.run, ck.Source, *c, engine.Config.EvalMemoryEstimate,
 		map[string]string{"way": "--way", "shot": "--shot", "eval_query": "--query", "eval_support_shift": "--support-shift", "eval_tasks": "--eval-tasks"}); err != nil {
 		return fail(stderr, fmt.Errorf("eval: %w", err))
 	}
 	if set["test-sources"] {
-		_, v, err := presets.ParseSet("test_sources=" + *testSources)
-		if err != nil {
-			return fail(stderr, fmt.Errorf("eval: --test-sources: %w", err))
-		}
-		c.TestSources = v.([]string)
+		c.TestSources = o.testSources
 	}
-	if set["split"] && !set["folder"] {
-		return fail(stderr, errors.New("eval: --split applies to --folder DIR"))
-	}
-	if *onVal && (*folder != "" || set["test-sources"]) {
-		return fail(stderr, errors.New("eval: --val evaluates on the run's own validation classes: leave out --folder and --test-sources"))
-	}
-	if *onVal && c.TrainingSplit() != engine.SplitTrain {
+	if o.onVal && c.TrainingSplit() != engine.SplitTrain {
 		return fail(stderr, fmt.Errorf("eval: --val: this model trained on its validation classes (train_split %s), so they test nothing", c.TrainSplit))
 	}
 	var srcs presets.Sources
-	if *folder != "" {
-		srcs, err = folderSources(*folder, *split, ck.Source, *c)
+	if o.folder != "" {
+		srcs, err = folderSources(o.folder, o.split, ck.Source, *c)
 	} else {
-		srcs, err = presets.NewSources(ck.Source, *c, *data)
+		srcs, err = presets.NewSources(ck.Source, *c, data)
 	}
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if *onVal {
+	if o.onVal {
 		if srcs.Val == nil {
 			return fail(stderr, fmt.Errorf("eval: --val: %s runs have no validation split", ck.Source))
 		}
 		srcs.Test, srcs.TestBy = srcs.Val, nil
 	}
 	n := c.EvalTasks
-	if *folder != "" {
+	if o.folder != "" {
 		srcs.TestBy = nil // the folder's classes, not the run's sources
 	}
 	shorter := ""
@@ -176,11 +211,11 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	for _, s := range srcs.TestBy {
-		if r := bySource[s.Name]; r != nil && !*asJSON {
+		if r := bySource[s.Name]; r != nil && !o.asJSON {
 			fmt.Fprintf(stdout, "%-16s %s\n", s.Name, r)
 		}
 	}
-	if *asJSON && bySource != nil {
+	if o.asJSON && bySource != nil {
 		b, _ := json.MarshalIndent(struct {
 			Eval     engine.EvalResult             `json:"eval"`
 			BySource map[string]*engine.EvalResult `json:"eval_by_source"`
@@ -188,7 +223,7 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	if *asJSON {
+	if o.asJSON {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 		return 0
@@ -200,14 +235,14 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 	if c.EvalSupportShift > 0 {
 		fmt.Fprintf(stdout, "with each support image and its copies shifted by up to %d pixels (%d images each)\n", c.EvalSupportShift, c.EvalShifts())
 	}
-	if *onVal {
+	if o.onVal {
 		fmt.Fprintln(stdout, "on the validation classes")
 	}
-	if *folder != "" {
-		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", *folder, *split, ck.Source)
+	if o.folder != "" {
+		fmt.Fprintf(stdout, "on %s (%s classes), read as %s images\n", o.folder, o.split, ck.Source)
 		return 0
 	}
-	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"] && !set["bases"] && !set["support-shift"] && !*onVal
+	same := !set["way"] && !set["shot"] && !set["query"] && !set["test-sources"] && !set["samples"] && !set["bases"] && !set["support-shift"] && !o.onVal
 	if shipped != nil {
 		if same && shipped.Test.Tasks == res.Tasks {
 			if shipped.Test.Mean == res.Mean {
@@ -218,7 +253,7 @@ func cmdEval(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if sum, err := engine.ReadSummary(*run); err == nil && sum != nil && same && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
+	if sum, err := engine.ReadSummary(o.run); err == nil && sum != nil && same && sum.Eval != nil && sum.Eval.Tasks == res.Tasks {
 		if sum.Eval.Mean == res.Mean {
 			fmt.Fprintln(stdout, "matches summary.json")
 		} else {

@@ -20,7 +20,33 @@ import (
 	"github.com/mkbench/mkbench/presets/models"
 )
 
+// experimentOpts are mkbench experiment's flags, parsed and checked.
+type experimentOpts struct {
+	name   string
+	resume string // the experiment directory continued, or ""
+	// opts and ov are a new experiment's options and settings; a resumed
+	// one has its own.
+	opts              experiments.Options
+	ov                presets.Overrides
+	out, data         string
+	model, modelsDir  string
+	engine, slurmFile string
+	jobs              int
+	wait, quiet       bool
+}
+
 func cmdExperiment(args []string, stdout, stderr io.Writer) int {
+	e, code, ok := parseExperiment(args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	return e.run(stdout, stderr)
+}
+
+// parseExperiment parses experiment's flags. ok is false when the
+// command is done (--help, or a refusal already printed), code being its
+// exit status.
+func parseExperiment(args []string, stdout, stderr io.Writer) (e experimentOpts, code int, ok bool) {
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -47,122 +73,130 @@ func cmdExperiment(args []string, stdout, stderr io.Writer) int {
 	sets := setFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "jobs")
 	if !ok {
-		return code
+		return e, code, false
 	}
-	if *engineName != "" {
-		if err := checkEngine(*engineName); err != nil {
-			return fail(stderr, fmt.Errorf("experiment: %w", err))
+	e = experimentOpts{name: name, resume: *resume, out: *out, data: *data, model: *model, modelsDir: *modelsDir,
+		engine: *engineName, slurmFile: *slurmFile, jobs: *jobs, wait: *wait, quiet: *quiet}
+	refuse := func(err error) (experimentOpts, int, bool) { return e, fail(stderr, err), false }
+	if e.engine != "" {
+		if err := checkEngine(e.engine); err != nil {
+			return refuse(fmt.Errorf("experiment: %w", err))
 		}
 	}
-	if *slurmFile != "" && *engineName != "slurm" {
-		return fail(stderr, errors.New("experiment: --slurm FILE applies to --engine slurm"))
+	if e.slurmFile != "" && e.engine != "slurm" {
+		return refuse(errors.New("experiment: --slurm FILE applies to --engine slurm"))
 	}
 	if _, err := minutesFlag("experiment", set["minutes"], *minutes); err != nil {
-		return fail(stderr, err)
+		return refuse(err)
 	}
-
-	var o experiments.Options
-	var ov presets.Overrides
-	var dir string
-	var err error
-	if *resume != "" {
+	if e.resume != "" {
 		if err := checkResume(fs, set); err != nil {
-			return fail(stderr, err)
+			return refuse(err)
 		}
-		m, err := experiments.LoadManifest(*resume)
+		return e, 0, true
+	}
+	if err := knownPresetAndVariant(*preset, ""); err != nil {
+		return refuse(fmt.Errorf("experiment: %w", err))
+	}
+	if name != "" && !contains(experiments.Names, name) {
+		return refuse(fmt.Errorf("experiment: %w", unknownError("experiment", name, experiments.Names, "one of "+strings.Join(experiments.Names, ", "))))
+	}
+	if set["variants"] && *variants != "all" {
+		known := append(slices.Clone(engine.Variants), baselineNames()...)
+		for _, v := range strings.Split(*variants, ",") {
+			if v = strings.ToLower(strings.TrimSpace(v)); v != "" && !contains(known, v) {
+				return refuse(fmt.Errorf("experiment: --variants: %w", unknownError("variant", v, known, "choose from "+strings.Join(known, ", ")+", or all")))
+			}
+		}
+	}
+	if name == "" {
+		return refuse(fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))
+	}
+	// --iters and --eval-tasks are shorthands of --set iters and
+	// eval_tasks; they are options too, which experiment.json records.
+	var err error
+	if e.ov, err = overrides(fs, set, sets, "iters", "eval-tasks"); err != nil {
+		return refuse(err)
+	}
+	if iv, ok := e.ov["iters"]; ok {
+		*iters = iv.(int)
+	}
+	if ev, ok := e.ov["eval_tasks"]; ok {
+		*evalTasks = ev.(int)
+	}
+	for k, f := range map[string]string{"seed": "--seeds", "bases": "--bases"} {
+		if _, ok := e.ov[k]; ok {
+			return refuse(fmt.Errorf("experiment: --set %s: give it as %s, the experiment's own setting", k, f))
+		}
+	}
+	if e.model != "" && (name != experiments.Versatility || set["run"]) {
+		return refuse(errors.New("experiment: --model belongs to the versatility experiment, instead of --run"))
+	}
+	if e.model == "" && set["models-dir"] {
+		return refuse(errors.New("experiment: --models-dir applies to --model NAME"))
+	}
+	o := experiments.Options{Experiment: name, Preset: *preset, Iters: *iters, EvalTasks: *evalTasks, Minutes: *minutes, FromRun: *fromRun}
+	if set["variants"] {
+		if o.Variants, err = experiments.ParseVariants(*variants); err != nil {
+			return refuse(fmt.Errorf("experiment: %w", err))
+		}
+	}
+	if set["seeds"] {
+		if o.Seeds, err = experiments.ParseSeeds(*seeds); err != nil {
+			return refuse(fmt.Errorf("experiment: %w", err))
+		}
+	}
+	for _, l := range []struct {
+		flag string
+		val  *string
+		dst  *[]int
+	}{{"bases", bases, &o.Bases}, {"ways", ways, &o.Ways}, {"shots", shots, &o.Shots}} {
+		if set[l.flag] {
+			if *l.dst, err = experiments.ParseInts(l.flag, *l.val); err != nil {
+				return refuse(fmt.Errorf("experiment: %w", err))
+			}
+		}
+	}
+	e.opts = o
+	return e, 0, true
+}
+
+// run plans the experiment e names (or resumes it), trains its runs here
+// or with a sweep engine, evaluates them and draws its results.
+func (e experimentOpts) run(stdout, stderr io.Writer) int {
+	o, ov, dir := e.opts, e.ov, e.out
+	if e.resume != "" {
+		m, err := experiments.LoadManifest(e.resume)
 		if err != nil {
 			return fail(stderr, err)
 		}
-		if name != "" && name != m.Options.Experiment {
-			return fail(stderr, fmt.Errorf("experiment: %s holds a %s experiment, not %s", *resume, m.Options.Experiment, name))
+		if e.name != "" && e.name != m.Options.Experiment {
+			return fail(stderr, fmt.Errorf("experiment: %s holds a %s experiment, not %s", e.resume, m.Options.Experiment, e.name))
 		}
-		o, dir, ov = m.Options, *resume, m.Overrides
-	} else {
-		if err := knownPresetAndVariant(*preset, ""); err != nil {
-			return fail(stderr, fmt.Errorf("experiment: %w", err))
+		o, dir, ov = m.Options, e.resume, m.Overrides
+	} else if e.model != "" {
+		// The model becomes an ordinary run directory beside the runs,
+		// which the experiment then reads like --run's.
+		lib := library(e.modelsDir)
+		runDir := models.RunDir(presets.RunsRoot(), e.model)
+		aside, err := lib.Materialize(e.model, runDir)
+		if err != nil {
+			return fail(stderr, fmt.Errorf("experiment: %w", nearestModel(lib, e.model, err)))
 		}
-		if name != "" && !contains(experiments.Names, name) {
-			return fail(stderr, fmt.Errorf("experiment: %w", unknownError("experiment", name, experiments.Names, "one of "+strings.Join(experiments.Names, ", "))))
+		if aside != "" {
+			say(stderr, "experiment: %s held an earlier model %s: moved to %s", runDir, e.model, aside)
 		}
-		if set["variants"] && *variants != "all" {
-			known := append(slices.Clone(engine.Variants), baselineNames()...)
-			for _, v := range strings.Split(*variants, ",") {
-				if v = strings.ToLower(strings.TrimSpace(v)); v != "" && !contains(known, v) {
-					return fail(stderr, fmt.Errorf("experiment: --variants: %w", unknownError("variant", v, known, "choose from "+strings.Join(known, ", ")+", or all")))
-				}
-			}
-		}
-		if name == "" {
-			return fail(stderr, fmt.Errorf("experiment: name the experiment (one of %s): mkbench experiment NAME --preset P, or --resume DIR", strings.Join(experiments.Names, ", ")))
-		}
-		// --iters and --eval-tasks are shorthands of --set iters and
-		// eval_tasks; they are options too, which experiment.json records.
-		if ov, err = overrides(fs, set, sets, "iters", "eval-tasks"); err != nil {
-			return fail(stderr, err)
-		}
-		if iv, ok := ov["iters"]; ok {
-			*iters = iv.(int)
-		}
-		if ev, ok := ov["eval_tasks"]; ok {
-			*evalTasks = ev.(int)
-		}
-		for k, f := range map[string]string{"seed": "--seeds", "bases": "--bases"} {
-			if _, ok := ov[k]; ok {
-				return fail(stderr, fmt.Errorf("experiment: --set %s: give it as %s, the experiment's own setting", k, f))
-			}
-		}
-		if *model != "" {
-			if name != experiments.Versatility || set["run"] {
-				return fail(stderr, errors.New("experiment: --model belongs to the versatility experiment, instead of --run"))
-			}
-			// The model becomes an ordinary run directory beside the
-			// runs, which the experiment then reads like --run's.
-			lib := library(*modelsDir)
-			runDir := models.RunDir(presets.RunsRoot(), *model)
-			aside, err := lib.Materialize(*model, runDir)
+		o.FromRun = runDir
+		if o.Preset == "" {
+			rc, err := engine.ReadRunConfig(runDir)
 			if err != nil {
-				return fail(stderr, fmt.Errorf("experiment: %w", nearestModel(lib, *model, err)))
+				return fail(stderr, err)
 			}
-			if aside != "" {
-				say(stderr, "experiment: %s held an earlier model %s: moved to %s", runDir, *model, aside)
-			}
-			*fromRun = runDir
-			if *preset == "" {
-				rc, err := engine.ReadRunConfig(runDir)
-				if err != nil {
-					return fail(stderr, err)
-				}
-				*preset = rc.Preset
-			}
-		} else if set["models-dir"] {
-			return fail(stderr, errors.New("experiment: --models-dir applies to --model NAME"))
+			o.Preset = rc.Preset
 		}
-		o = experiments.Options{Experiment: name, Preset: *preset, Iters: *iters, EvalTasks: *evalTasks, Minutes: *minutes, FromRun: *fromRun}
-		var err error
-		if set["variants"] {
-			if o.Variants, err = experiments.ParseVariants(*variants); err != nil {
-				return fail(stderr, fmt.Errorf("experiment: %w", err))
-			}
-		}
-		if set["seeds"] {
-			if o.Seeds, err = experiments.ParseSeeds(*seeds); err != nil {
-				return fail(stderr, fmt.Errorf("experiment: %w", err))
-			}
-		}
-		for _, l := range []struct {
-			flag string
-			val  *string
-			dst  *[]int
-		}{{"bases", bases, &o.Bases}, {"ways", ways, &o.Ways}, {"shots", shots, &o.Shots}} {
-			if set[l.flag] {
-				if *l.dst, err = experiments.ParseInts(l.flag, *l.val); err != nil {
-					return fail(stderr, fmt.Errorf("experiment: %w", err))
-				}
-			}
-		}
-		dir = *out
 	}
-	o.Data = *data
+	var err error
+	o.Data = e.data
 
 	r := &experiments.Runner{Dir: dir, Options: o, Overrides: ov, Baselines: experiments.DefaultBaselines()}
 	if _, err := r.Plan(); err != nil {
@@ -171,12 +205,12 @@ func cmdExperiment(args []string, stdout, stderr io.Writer) int {
 	if r.Dir == "" {
 		// Named (and made) once the plan holds, so a bad flag leaves no
 		// empty directory behind.
-		if r.Dir, err = presets.NewExperimentDir(presets.RunsRoot(), name, *preset, time.Now()); err != nil {
+		if r.Dir, err = presets.NewExperimentDir(presets.RunsRoot(), e.name, o.Preset, time.Now()); err != nil {
 			return fail(stderr, err)
 		}
 		dir = r.Dir
 	}
-	if *resume == "" && o.FromRun == "" {
+	if e.resume == "" && o.FromRun == "" {
 		// The largest run of the plan must fit: the preset's variant with
 		// the overrides and the largest D.
 		mem := ov.With("iters", max(o.Iters, 1))
@@ -190,7 +224,7 @@ func cmdExperiment(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, fmt.Errorf("experiment: %w", err))
 		}
 	}
-	if !*quiet {
+	if !e.quiet {
 		budget, _ := engine.MinutesBudget(o.Minutes) // checked above, or recorded by the experiment
 		r.Progress = progressLines(stdout, budget)
 		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
@@ -201,11 +235,11 @@ func cmdExperiment(args []string, stdout, stderr io.Writer) int {
 	// to that engine first; the Runner then finds them finished and
 	// evaluates and draws as always. Without, the Runner trains them here
 	// one after another.
-	if code, ok := experimentSweep(r, *engineName, *slurmFile, stderr); !ok {
+	if code, ok := experimentSweep(r, e.engine, e.slurmFile, stderr); !ok {
 		return code
 	}
-	if *engineName != "" {
-		code, through := runUnits(r.Dir, *engineName, *jobs, *wait, false, *quiet, nil, stdout, stderr)
+	if e.engine != "" {
+		code, through := runUnits(r.Dir, e.engine, e.jobs, e.wait, false, e.quiet, nil, stdout, stderr)
 		if !through {
 			if code == 0 {
 				fmt.Fprintf(stdout, "when the runs are through, draw the results with: mkbench experiment --resume %s\n", dir)
