@@ -23,6 +23,9 @@ type command struct {
 	resumes     string
 	resumeTakes []string
 	run         func(args []string, stdout, stderr io.Writer) int
+	// hidden rows run but are listed nowhere: __complete, which the
+	// completion scripts call.
+	hidden bool
 }
 
 // commands is the command table, in the order mkbench help lists them.
@@ -164,6 +167,7 @@ func init() {
 			examples: []string{"mkbench export runs/grid --format csv --out grid.csv", "mkbench export runs/old-run --tensorboard"},
 			run:      cmdExport},
 		dataCommand, dataGetCommand, // data_cli.go
+		completionCommand, completeCommand, // completion_cli.go
 		{name: "help", synopsis: "this list; help CMD, help settings (every --set key), help environment",
 			usage: []string{"help [CMD [SUB]]", "help settings", "help environment", "help --markdown cli|settings"},
 			long: "Prints the help page of a command (as mkbench CMD --help does), every setting --set takes with its help, kind and default, or the environment variables mkbench reads. " +
@@ -194,11 +198,11 @@ func lookupCommand(name string) *command {
 	return nil
 }
 
-// topCommands are the names mkbench takes first.
+// topCommands are the names mkbench takes first, hidden ones left out.
 func topCommands() []string {
 	var out []string
 	for _, c := range commands {
-		if !strings.Contains(c.name, " ") {
+		if !strings.Contains(c.name, " ") && !c.hidden {
 			out = append(out, c.name)
 		}
 	}

@@ -47,6 +47,9 @@ func inProcess(t *testing.T, args ...string) (string, string, int) {
 func TestHelpPages(t *testing.T) {
 	singleDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)
 	for _, c := range commands {
+		if c.hidden {
+			continue
+		}
 		args := strings.Fields(c.name)
 		page, se, code := inProcess(t, append([]string{"help"}, args...)...)
 		if code != 0 || se != "" || !strings.HasPrefix(page, "mkbench "+c.name+": "+c.synopsis+"\n") {
@@ -75,10 +78,15 @@ func TestHelpPages(t *testing.T) {
 	if len(flags) < 20 || flags[0][1] != "preset" || flags[1][1] != "variant" || flags[2][1] != "iters" {
 		t.Errorf("run's flags, in the order they matter, begin %v", flags[:min(3, len(flags))])
 	}
-	for _, want := range []string{"--seed S\n      random seed (--set seed; default: the preset's)\n", "With --resume DIR the run keeps its own settings"} {
+	// A long help's paragraphs are wrapped each on its own, a blank line between.
+	for _, want := range []string{"--seed S\n      random seed (--set seed; default: the preset's)\n", "With --resume DIR the run keeps its own settings",
+		"\n\n--resume DIR continues an interrupted run", "\n\nCtrl-C, SIGTERM and SIGHUP"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("mkbench help run lacks %q:\n%s", want, page)
 		}
+	}
+	if page, _, _ := inProcess(t, "help", "export"); !strings.Contains(page, "  --out FILE\n") {
+		t.Errorf("export's --out is not shown as a FILE:\n%s", page)
 	}
 	// The hidden alias works and is not advertised.
 	if page, _, _ := inProcess(t, "help", "models"); strings.Contains(page, "--dir") || !strings.Contains(page, "--models-dir DIR") {
