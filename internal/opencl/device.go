@@ -1,0 +1,198 @@
+package opencl
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Device is an open OpenCL device: its context and one in-order command
+// queue, on which every buffer copy, kernel and CLBlast call runs in the
+// order it was issued. The queue is safe to use from several goroutines
+// (OpenCL queues are); a Kernel is not (see Kernel).
+type Device struct {
+	Info DeviceInfo
+
+	id, ctx uintptr
+	// queue is a field, not a local, because CLBlast takes its address
+	// (cl_command_queue*): the Device lives on the heap, so the pointer
+	// stays valid through the call.
+	queue uintptr
+}
+
+func openDevice(f found) (*Device, error) {
+	d := &Device{Info: f.info, id: f.deviceID}
+	props := [3]uintptr{clContextPlatform, f.platform, 0}
+	var st int32
+	d.ctx = call(cl.createContext, uintptr(unsafe.Pointer(&props[0])), 1, uintptr(unsafe.Pointer(&d.id)), 0, 0, uintptr(unsafe.Pointer(&st)))
+	if err := check("clCreateContext for "+f.info.Name, uintptr(st)); err != nil {
+		return nil, err
+	}
+	d.queue = call(cl.createCommandQueue, d.ctx, d.id, 0, uintptr(unsafe.Pointer(&st)))
+	if err := check("clCreateCommandQueue for "+f.info.Name, uintptr(st)); err != nil {
+		call(cl.releaseContext, d.ctx)
+		return nil, err
+	}
+	return d, nil
+}
+
+// Finish waits until everything issued on the queue has run; an error of
+// an earlier asynchronous command may surface here.
+func (d *Device) Finish() error {
+	return check("clFinish", call(cl.finish, d.queue))
+}
+
+// Close finishes the queue and releases it and the context. Buffers,
+// programs and kernels are released first by their owners; Close on a
+// closed Device does nothing.
+func (d *Device) Close() error {
+	if d == nil || d.ctx == 0 {
+		return nil
+	}
+	err := d.Finish()
+	call(cl.releaseCommandQueue, d.queue)
+	call(cl.releaseContext, d.ctx)
+	d.queue, d.ctx = 0, 0
+	return err
+}
+
+func (d *Device) String() string { return d.Info.String() }
+
+// Element is a Go element type a Buffer holds.
+type Element interface {
+	float32 | float64 | int32 | uint8
+}
+
+// Buffer is device memory holding n elements of one type; its offsets and
+// lengths are in elements.
+type Buffer struct {
+	h    uintptr // cl_mem
+	dev  *Device
+	n    int
+	elem uintptr // bytes an element
+	kind string  // the element type's name
+}
+
+// kindOf is T's name and size (a type switch: fmt's %T would allocate on
+// every read and write).
+func kindOf[T Element]() (string, uintptr) {
+	var zero T
+	switch any(zero).(type) {
+	case float32:
+		return "float32", 4
+	case float64:
+		return "float64", 8
+	case int32:
+		return "int32", 4
+	}
+	return "uint8", 1
+}
+
+// Len is the number of elements the buffer holds.
+func (b *Buffer) Len() int { return b.n }
+
+// Handle is the cl_mem, for CLBlast and kernel arguments.
+func (b *Buffer) Handle() uintptr { return b.h }
+
+const clMemReadWrite = 1
+
+// Alloc makes a buffer of n elements of T on d (contents undefined: Zero
+// or Write it). A size over the device's largest allocation is refused
+// with one line naming both sizes.
+func Alloc[T Element](d *Device, n int) (*Buffer, error) {
+	kind, elem := kindOf[T]()
+	if n <= 0 {
+		return nil, fmt.Errorf("opencl: a buffer of %d %s elements: the length must be at least 1", n, kind)
+	}
+	bytes := uint64(n) * uint64(elem)
+	if bytes/uint64(elem) != uint64(n) || (d.Info.MaxAlloc > 0 && bytes > d.Info.MaxAlloc) {
+		return nil, fmt.Errorf("opencl: a buffer of %d %s elements (%s) exceeds %s's largest allocation, %s (CL_DEVICE_MAX_MEM_ALLOC_SIZE): use a smaller batch or image size",
+			n, kind, size(bytes), d.Info.Name, size(d.Info.MaxAlloc))
+	}
+	var st int32
+	h := call(cl.createBuffer, d.ctx, clMemReadWrite, uintptr(bytes), 0, uintptr(unsafe.Pointer(&st)))
+	if err := check(fmt.Sprintf("clCreateBuffer of %s", size(bytes)), uintptr(st)); err != nil {
+		return nil, err
+	}
+	return &Buffer{h: h, dev: d, n: n, elem: elem, kind: kind}, nil
+}
+
+// Release frees the buffer's device memory; once more does nothing.
+func (b *Buffer) Release() {
+	if b != nil && b.h != 0 {
+		call(cl.releaseMemObject, b.h)
+		b.h = 0
+	}
+}
+
+// span checks that n elements of type T from off fit in b, and gives their
+// byte offset and length.
+func span[T Element](b *Buffer, off, n int, op string) (uintptr, uintptr, error) {
+	if kind, _ := kindOf[T](); kind != b.kind {
+		return 0, 0, fmt.Errorf("opencl: %s of %s elements on a buffer of %s", op, kind, b.kind)
+	}
+	if b.h == 0 {
+		return 0, 0, fmt.Errorf("opencl: %s on a released buffer", op)
+	}
+	if off < 0 || n < 0 || off > b.n || n > b.n-off {
+		return 0, 0, fmt.Errorf("opencl: %s of %d elements at %d on a buffer of %d", op, n, off, b.n)
+	}
+	return uintptr(off) * b.elem, uintptr(n) * b.elem, nil
+}
+
+// Write copies src into b from element off, and returns when it is done
+// (a blocking write: src may be reused at once).
+func Write[T Element](b *Buffer, off int, src []T) error {
+	o, n, err := span[T](b, off, len(src), "write")
+	if err != nil || n == 0 {
+		return err
+	}
+	return check("clEnqueueWriteBuffer", call(cl.enqueueWriteBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&src[0])), 0, 0, 0))
+}
+
+// Read copies len(dst) elements of b from element off into dst, after
+// everything issued before it has run (a blocking read).
+func Read[T Element](b *Buffer, off int, dst []T) error {
+	o, n, err := span[T](b, off, len(dst), "read")
+	if err != nil || n == 0 {
+		return err
+	}
+	return check("clEnqueueReadBuffer", call(cl.enqueueReadBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&dst[0])), 0, 0, 0))
+}
+
+// Fill sets n elements of b from off to v, in queue order.
+func Fill[T Element](b *Buffer, off, n int, v T) error {
+	o, nb, err := span[T](b, off, n, "fill")
+	if err != nil || nb == 0 {
+		return err
+	}
+	// clEnqueueFillBuffer copies the pattern before it returns.
+	return check("clEnqueueFillBuffer", call(cl.enqueueFillBuffer, b.dev.queue, b.h, uintptr(unsafe.Pointer(&v)), b.elem, o, nb, 0, 0, 0))
+}
+
+// Zero sets every byte of b to 0 (0.0 for float32), in queue order.
+func (b *Buffer) Zero() error {
+	if b.h == 0 {
+		return fmt.Errorf("opencl: zero on a released buffer")
+	}
+	var zero uint64 // a pattern of the buffer's element size
+	return check("clEnqueueFillBuffer", call(cl.enqueueFillBuffer, b.dev.queue, b.h, uintptr(unsafe.Pointer(&zero)), b.elem, 0, uintptr(b.n)*b.elem, 0, 0, 0))
+}
+
+// Copy copies n elements of src from srcOff to dst at dstOff, in queue
+// order; both buffers hold the same type and are on one device.
+func Copy(dst *Buffer, dstOff int, src *Buffer, srcOff, n int) error {
+	if dst.kind != src.kind || dst.dev != src.dev {
+		return fmt.Errorf("opencl: copy from a buffer of %s to one of %s, or across devices", src.kind, dst.kind)
+	}
+	if dst.h == 0 || src.h == 0 {
+		return fmt.Errorf("opencl: copy with a released buffer")
+	}
+	if n < 0 || srcOff < 0 || dstOff < 0 || srcOff > src.n || n > src.n-srcOff || dstOff > dst.n || n > dst.n-dstOff {
+		return fmt.Errorf("opencl: copy of %d elements from %d of %d to %d of %d", n, srcOff, src.n, dstOff, dst.n)
+	}
+	if n == 0 {
+		return nil
+	}
+	e := src.elem
+	return check("clEnqueueCopyBuffer", call(cl.enqueueCopyBuffer, src.dev.queue, src.h, dst.h, uintptr(srcOff)*e, uintptr(dstOff)*e, uintptr(n)*e, 0, 0, 0))
+}
