@@ -18,7 +18,7 @@ func TestAllocs(t *testing.T) {
 	launch := testing.AllocsPerRun(100, func() { must(t, saxpy(k, x, y)) })
 	must(t, d.Finish())
 	perCall := launch / 5
-	if perCall > 1 {
+	if perCall > 1 && !raceEnabled {
 		t.Errorf("%.1f allocations a SetArg or Launch call; want at most 1", perCall)
 	}
 	a, b, c := alloc[float32](t, d, 64*64), alloc[float32](t, d, 64*64), alloc[float32](t, d, 64*64)

@@ -3,6 +3,7 @@ package opencl
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -330,5 +331,48 @@ func TestBuildError(t *testing.T) {
 	defer p.Release()
 	if _, err := p.Kernel("nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("a kernel the program lacks: %v", err)
+	}
+}
+
+// TestKernelsPerGoroutine: two goroutines, each with its own Kernel of one
+// Program (the rule for clSetKernelArg), launch on one queue at once.
+func TestKernelsPerGoroutine(t *testing.T) {
+	d := openTest(t)
+	p, err := d.Build(kernels, "")
+	must(t, err)
+	defer p.Release()
+	const n = 4096
+	errs := make(chan error, 2)
+	for g := range 2 {
+		k, err := p.Kernel("saxpy")
+		must(t, err)
+		defer k.Release()
+		x, y := alloc[float32](t, d, n), alloc[float32](t, d, n)
+		must(t, Fill(x, 0, n, float32(g+1)))
+		must(t, y.Zero())
+		go func() {
+			errs <- func() error {
+				for range 50 {
+					for _, err := range [...]error{k.SetFloat32(0, 0.5), k.SetBuffer(1, x), k.SetBuffer(2, y), k.SetInt32(3, n), k.Launch([]int{n}, nil)} {
+						if err != nil {
+							return err
+						}
+					}
+				}
+				got := make([]float32, n)
+				if err := Read(y, 0, got); err != nil {
+					return err
+				}
+				if want := float32(25 * (g + 1)); got[0] != want || got[n-1] != want {
+					return fmt.Errorf("goroutine %d: y = %v…%v, want %v", g, got[0], got[n-1], want)
+				}
+				return nil
+			}()
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -17,7 +17,7 @@ const (
 // unsafeMath are the build options that let the compiler drop NaN and
 // infinities or reorder sums: the engine needs a NaN to reach the loss
 // (a diverged step stops there) and equal bytes run after run.
-var unsafeMath = []string{"-cl-fast-relaxed-math", "-cl-unsafe-math-optimizations", "-cl-finite-math-only", "-cl-no-signed-zeros"}
+var unsafeMath = []string{"-cl-fast-relaxed-math", "-cl-unsafe-math-optimizations", "-cl-finite-math-only", "-cl-no-signed-zeros", "-cl-mad-enable"}
 
 // Program is OpenCL C source built for one device.
 type Program struct {

@@ -81,3 +81,23 @@ func TestErrorNames(t *testing.T) {
 		t.Errorf("BuildError = %q; want the log on one line", got)
 	}
 }
+
+// FuzzParseSelection: any --device value is accepted as one of the four
+// forms (and prints back as itself) or refused in one line.
+func FuzzParseSelection(f *testing.F) {
+	for _, s := range []string{"cpu", "opencl", "opencl:0", "opencl:12", "auto", "", "opencl:-1", "OPENCL:٣", "opencl:99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sel, err := ParseSelection(s)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") || sel != CPU {
+				t.Fatalf("ParseSelection(%q) = %v, %q", s, sel, err)
+			}
+			return
+		}
+		if back, err := ParseSelection(sel.String()); err != nil || back != sel || sel.Index < -1 || (sel.Mode != ModeOpenCL && sel.Index != -1) {
+			t.Fatalf("ParseSelection(%q) = %v, which reads back as %v, %v", s, sel, back, err)
+		}
+	})
+}

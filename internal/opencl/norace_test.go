@@ -1,0 +1,5 @@
+//go:build !race
+
+package opencl
+
+const raceEnabled = false
