@@ -144,7 +144,7 @@ func TestExportValidatedRun(t *testing.T) {
 		t.Errorf("csv:\n%s\nwant\n%s", so, want)
 	}
 	out := filepath.Join(t.TempDir(), "m.json")
-	if so, se, code := mkbench(t, "export", dir, "--format", "json", "--out", out); code != 0 || !strings.Contains(so, "1 runs → "+out) {
+	if so, se, code := mkbench(t, "export", dir, "--format", "json", "--out", out); code != 0 || so != "1 runs → "+out+"\n" || se != "" {
 		t.Fatalf("export json: exit %d\n%s%s", code, so, se)
 	}
 	if got, want := string(testutil.ReadFile(t, out)), tidyTable(t, dir, "json"); got != want {

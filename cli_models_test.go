@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,13 +140,9 @@ func TestModelsExportListEval(t *testing.T) {
 	earlier := filepath.Join(runs, "models", "tiny")
 	os.MkdirAll(earlier, 0o755)
 	os.WriteFile(filepath.Join(earlier, "model.mkbm"), []byte("an earlier tiny"), 0o644)
-	cmd := exec.Command(binary, "experiment", "versatility", "--model", "tiny", "--models-dir", lib, "--ways", "5", "--shots", "1",
-		"--eval-tasks", "2", "--out", filepath.Join(root, "vers2"), "--quiet")
-	cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+runs)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), "held an earlier model tiny: moved to "+earlier+".replaced-") {
-		t.Errorf("versatility over an earlier copy of the model (%v): %s", err, stderr.String())
+	if _, se, code := mkbenchRuns(t, runs, "experiment", "versatility", "--model", "tiny", "--models-dir", lib, "--ways", "5", "--shots", "1",
+		"--eval-tasks", "2", "--out", filepath.Join(root, "vers2"), "--quiet"); code != 0 || !strings.Contains(se, "held an earlier model tiny: moved to "+earlier+".replaced-") {
+		t.Errorf("versatility over an earlier copy of the model (exit %d): %s", code, se)
 	}
 	if aside, _ := filepath.Glob(earlier + ".replaced-*"); len(aside) != 1 || string(testutil.ReadFile(t, filepath.Join(aside[0], "model.mkbm"))) != "an earlier tiny" {
 		t.Errorf("the earlier copy was not kept aside: %v", aside)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -31,25 +32,33 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
+	// Commands run in-process start their sweep workers from the built
+	// binary: this process is the test binary.
+	workerBinary = binary
 	// The binary the tests run inherits the temporary data-set cache.
 	code := testutil.TempCache(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
+// mkbench runs mkbench's command line in this process, as the mkbench
+// binary would, and returns its stdout, stderr and exit status. The runs
+// root ($MKBENCH_RUNS) is a new temporary folder for each call. In-process
+// commands share this process's environment, working directory and
+// signal handlers, so a test calling it is never parallel; the few that
+// need a process of their own (signals, kills, a terminal, Slurm, the
+// environment it starts in) run the built binary.
 func mkbench(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+t.TempDir())
-	var so, se strings.Builder
-	cmd.Stdout, cmd.Stderr = &so, &se
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	return mkbenchRuns(t, t.TempDir(), args...)
+}
+
+// mkbenchRuns is mkbench with the runs root runs.
+func mkbenchRuns(t *testing.T, runs string, args ...string) (string, string, int) {
+	t.Helper()
+	t.Setenv("MKBENCH_RUNS", runs)
+	var so, se bytes.Buffer
+	code := cli(args, &so, &se)
 	return so.String(), se.String(), code
 }
 
@@ -135,10 +144,8 @@ func TestNoTerminalPointsAtRun(t *testing.T) {
 // scheme (preset-variant-sSEED-time), the same the workbench uses.
 func TestRunDirNaming(t *testing.T) {
 	root := t.TempDir()
-	cmd := exec.Command(binary, "run", "--preset", "sine-3shot", "--variant", "vrf+ctx", "--iters", "2", "--eval-tasks", "5", "--seed", "4", "--quiet")
-	cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+root)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
+	if so, se, code := mkbenchRuns(t, root, "run", "--preset", "sine-3shot", "--variant", "vrf+ctx", "--iters", "2", "--eval-tasks", "5", "--seed", "4", "--quiet"); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, so, se)
 	}
 	dirs, _ := filepath.Glob(filepath.Join(root, "sine-3shot-vrf_ctx-s4-*"))
 	if len(dirs) != 1 {
@@ -156,7 +163,7 @@ func TestPresetsAndVersion(t *testing.T) {
 			t.Errorf("presets output lacks %s: %q", p, so)
 		}
 	}
-	if so, _, code := mkbench(t, "--version"); code != 0 || !strings.HasPrefix(so, "mkbench ") {
+	if so, se, code := mkbench(t, "--version"); code != 0 || so != "mkbench "+version+"\n" || se != "" {
 		t.Errorf("--version: %q", so)
 	}
 }
@@ -339,16 +346,10 @@ func TestTooLargeIsRefused(t *testing.T) {
 	} {
 		root := t.TempDir()
 		out := filepath.Join(root, "out")
-		cmd := exec.Command(binary, append(args, "--out", out)...)
-		cmd.Env = append(os.Environ(), "MKBENCH_RUNS="+root)
-		var so, se strings.Builder
-		cmd.Stdout, cmd.Stderr = &so, &se
-		err := cmd.Run()
-		ee, _ := err.(*exec.ExitError)
-		line := se.String()
-		if ee == nil || ee.ExitCode() != 1 || strings.Count(line, "\n") != 1 || !strings.Contains(line, "needs about") ||
+		so, line, code := mkbenchRuns(t, root, append(args, "--out", out)...)
+		if code != 1 || strings.Count(line, "\n") != 1 || !strings.Contains(line, "needs about") ||
 			!strings.Contains(line, "this machine has available") || !regexp.MustCompile(`bases \d+`).MatchString(line) {
-			t.Errorf("%v: %v, stdout %q, stderr %q", args, err, so.String(), line)
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, so, line)
 		}
 		if entries, _ := os.ReadDir(root); len(entries) != 0 {
 			t.Errorf("%v wrote %v", args, entries)

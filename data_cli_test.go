@@ -16,7 +16,7 @@ import (
 // runData runs mkbench data ARGS in-process (through the command table).
 func runData(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	return inProcess(t, append([]string{"data"}, args...)...)
+	return mkbench(t, append([]string{"data"}, args...)...)
 }
 
 // omniglotZips is the folder of the real Omniglot zips (skipped, or

@@ -261,6 +261,9 @@ func cmdSweepRun(file string, args []string, stdout, stderr io.Writer) int {
 
 // selfPath is this mkbench executable, for the workers.
 func selfPath() (string, error) {
+	if workerBinary != "" {
+		return workerBinary, nil
+	}
 	p, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("sweep: cannot find the mkbench executable for the workers: %w", err)
@@ -270,6 +273,11 @@ func selfPath() (string, error) {
 	}
 	return p, nil
 }
+
+// workerBinary, when set, is the mkbench binary workers run instead of
+// this executable: tests that run commands in-process set it, their
+// executable being the test binary.
+var workerBinary string
 
 // isSweepDir reports whether dir holds a sweep (sweep.json) and no
 // experiment.
