@@ -100,6 +100,12 @@ func TestBadInputIsOneClearError(t *testing.T) {
 		{[]string{"eval"}, "give --run DIR (a run directory) or --model NAME"},
 		{[]string{"eval", "--model", "omniglot-5w1s", "--eval-tasks", "100000000000"}, "eval_tasks must be at most 1048576"},
 		{[]string{"eval", "--run", filepath.Join(dir, "nope")}, "no checkpoint"},
+		// Flags that cannot go together are refused before the run is read.
+		{[]string{"eval", "--run", filepath.Join(dir, "nope"), "--split", "test"}, "eval: --split applies to --folder DIR"},
+		{[]string{"eval", "--run", filepath.Join(dir, "nope"), "--val", "--test-sources", "omniglot"}, "eval: --val evaluates on the run's own validation classes"},
+		{[]string{"eval", "--run", filepath.Join(dir, "nope"), "--test-sources", ","}, "eval: --test-sources:"},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--model", "nosuch"}, "--model belongs to the versatility experiment"},
+		{[]string{"experiment", "versatility", "--preset", "sine-5shot", "--model", "nosuch", "--seeds", "x"}, "experiment: --seeds"},
 		{[]string{"tui", "--iters", "0"}, "--iters must be positive"},
 		{[]string{"tui", "--preset", "sine-5shot", "--minutes", "1e-12"}, "tui: --minutes: 1e-12 minutes is less than a second"},
 		{[]string{"tui", "--preset", "sine-7shot"}, `unknown preset "sine-7shot"`},
