@@ -2,6 +2,8 @@ package ops
 
 import (
 	"runtime"
+
+	"github.com/mkbench/mkbench/internal/opencl"
 	"sync"
 	"sync/atomic"
 )
@@ -20,6 +22,9 @@ import (
 // is what tests and single ops use.
 type Pool struct {
 	stages atomic.Int32
+	// dev, when set, is the OpenCL device the image backbones run on
+	// (device.go); nil runs everything on the CPU.
+	dev *opencl.Device
 }
 
 // parallelMinWork is the estimated work (flops or inner-loop operations,
