@@ -435,6 +435,9 @@ func (k *convCore[F]) setStep(seed, stream uint64, train bool, keep float64) {
 // block of an image by im2col and one product; images are split into 8
 // chunks that the cores share. Outputs and gradients agree with a float64
 // evaluation to ~1e-6 relative and are bit-identical for any GOMAXPROCS.
+// When its pool has an OpenCL device, the kernel runs there instead
+// (convDev, in float32: agreeing with the CPU within ~1e-6, equal bytes
+// run after run on one device), unless a test forces float64 or a path.
 // Buffers are sized on the first pass for a batch size and then reused, so
 // later passes allocate nothing. A ConvKernel is not safe for concurrent
 // use.
@@ -452,6 +455,7 @@ type ConvKernel struct {
 	path convPath
 	c32  *convCore[float32]
 	c64  *convCore[float64]
+	dev  *convDev // the pool's device, when it has one (conv_dev.go)
 	cur  convImpl
 
 	N                int
@@ -491,12 +495,22 @@ func (k *ConvKernel) Forward(N int, x []float64, ws, bs [][]float64, seed uint64
 	case len(out) != N*s.OutDim():
 		return fmt.Errorf("conv: out has %d values, want N·OutDim = %d", len(out), N*s.OutDim())
 	}
-	if k.f64 {
+	switch {
+	case k.f64:
 		if k.c64 == nil {
 			k.c64 = newConvCore(k.pool, s, &convMath64, k.path)
 		}
 		k.cur = k.c64
-	} else {
+	case k.path == convPathAuto && k.pool.Device() != nil:
+		if k.dev == nil {
+			d, err := newConvDev(k.pool.Device(), s)
+			if err != nil {
+				return err
+			}
+			k.dev = d
+		}
+		k.cur = k.dev
+	default:
 		if k.c32 == nil {
 			k.c32 = newConvCore(k.pool, s, &convMath32, k.path)
 		}
@@ -504,6 +518,10 @@ func (k *ConvKernel) Forward(N int, x []float64, ws, bs [][]float64, seed uint64
 	}
 	k.cur.setStep(seed, k.stream, train, s.Keep)
 	k.cur.forward(N, x, ws, bs, out)
+	if err := convFailed(k.cur); err != nil {
+		k.fwdDone = false
+		return err
+	}
 	k.N, k.fwdDone, k.bwdDone = N, true, false
 	return nil
 }
@@ -544,6 +562,9 @@ func (k *ConvKernel) Backward(gOut []float64, gws, gbs [][]float64) error {
 		return fmt.Errorf("conv: output gradient has %d values, want %d", len(gOut), k.N*k.spec.OutDim())
 	}
 	k.cur.backward(gOut, gws, gbs)
+	if err := convFailed(k.cur); err != nil {
+		return err
+	}
 	k.bwdDone = true
 	return nil
 }
