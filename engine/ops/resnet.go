@@ -6,6 +6,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"github.com/mkbench/mkbench/engine/internal/sgemm"
+	"github.com/mkbench/mkbench/internal/opencl"
 )
 
 // resScratch is the working memory of one goroutine in a pass.
@@ -323,14 +324,34 @@ func (k *resCore[F]) forward(x []float64, params [][]float64, lay BNLayout, mode
 			f[ch] /= float64(P)
 		}
 	}
-	L, D := len(k.cv), k.spec.Out
-	k.dws.Gemm(false, true, N, D, C, 1, k.feat, C, params[3*L], C, 0, out, D)
+	L := len(k.cv)
+	resHead(&k.dws, N, C, k.spec.Out, k.feat, params[3*L], params[3*L+1], out)
+	k.params, k.xIn = nil, nil
+}
+
+// resHead is the linear layer, out = feat·wᵀ + b for N rows of C pooled
+// features and D outputs, in float64 (our dgemm whatever the process's
+// BLAS); the CPU and device kernels share it.
+func resHead(ws *dgemm.Workspace, N, C, D int, feat, w, b, out []float64) {
+	ws.Gemm(false, true, N, D, C, 1, feat, C, w, C, 0, out, D)
 	for i := range N {
-		for j, b := range params[3*L+1] {
-			out[i*D+j] += b
+		for j, v := range b {
+			out[i*D+j] += v
 		}
 	}
-	k.params, k.xIn = nil, nil
+}
+
+// resHeadBackward writes the linear layer's weight and bias gradients (gw,
+// gb) and the gradient w.r.t. the features (gfeat) from gOut.
+func resHeadBackward(ws *dgemm.Workspace, N, C, D int, gOut, feat, w, gw, gb, gfeat []float64) {
+	ws.Gemm(true, false, D, C, N, 1, gOut, D, feat, C, 0, gw, C)
+	clear(gb)
+	for i := range N {
+		for j, v := range gOut[i*D : (i+1)*D] {
+			gb[j] += v
+		}
+	}
+	ws.Gemm(false, false, N, C, D, 1, gOut, D, w, C, 0, gfeat, C)
 }
 
 // resImpl is a resCore of either precision.
@@ -351,7 +372,9 @@ func (k *resCore[F]) fold(run []BNStats) {
 // internal/sgemm's kernels (im2col products; conv_math.go's helpers), or
 // in float64 after UseFloat64, which the finite-difference tests check;
 // float32 agrees with it to ~1e-5 relative. Results are bit-identical for
-// any GOMAXPROCS. Buffers are sized on the first pass for a batch size and
+// any GOMAXPROCS. A kernel made from a pool with a device (Pool.SetDevice)
+// runs its float32 passes there instead (resnet_dev.go), within 1e-4 of
+// the CPU's and the same bytes run after run on one device. Buffers are sized on the first pass for a batch size and
 // then reused. Not safe for concurrent use.
 type ResNetKernel struct {
 	spec   ResNetSpec
@@ -361,6 +384,8 @@ type ResNetKernel struct {
 	f64    bool
 	c32    *resCore[float32]
 	c64    *resCore[float64]
+	dev    *opencl.Device // the pool's device when the kernel was made (nil: the CPU)
+	cdev   *resDev
 	cur    resImpl
 
 	n                int
@@ -375,7 +400,7 @@ func NewResNetKernel(p *Pool, spec ResNetSpec) (*ResNetKernel, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	return &ResNetKernel{spec: spec, pool: p, shapes: spec.Params(), nconv: len(spec.Convs())}, nil
+	return &ResNetKernel{spec: spec, pool: p, dev: p.Device(), shapes: spec.Params(), nconv: len(spec.Convs())}, nil
 }
 
 // UseFloat64 makes the following passes run in float64.
@@ -414,18 +439,32 @@ func (k *ResNetKernel) Forward(x []float64, params [][]float64, lay BNLayout, mo
 			}
 		}
 	}
-	if k.f64 {
+	switch {
+	case k.f64:
 		if k.c64 == nil {
 			k.c64 = newResCore(k.pool, s, &convMath64)
 		}
 		k.cur = k.c64
-	} else {
+	case k.dev != nil:
+		if k.cdev == nil {
+			d, err := newResDev(k.dev, s)
+			if err != nil {
+				return err
+			}
+			k.cdev = d
+		}
+		k.cur = k.cdev
+	default:
 		if k.c32 == nil {
 			k.c32 = newResCore(k.pool, s, &convMath32)
 		}
 		k.cur = k.c32
 	}
+	k.fwdDone = false
 	k.cur.forward(x, params, lay, mode, run, out)
+	if k.cur == k.cdev && k.cdev.err != nil {
+		return k.cdev.err
+	}
 	k.n, k.params, k.train = n, params, mode == BNTrain
 	k.fwdDone, k.bwdDone = true, false
 	return nil
@@ -468,6 +507,9 @@ func (k *ResNetKernel) Backward(gOut []float64, grads [][]float64, gx []float64)
 	}
 	k.cur.backward(gOut, k.params, grads, gx)
 	k.bwdDone = true
+	if k.cur == k.cdev && k.cdev.err != nil {
+		return k.cdev.err
+	}
 	return nil
 }
 

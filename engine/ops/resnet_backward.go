@@ -8,17 +8,8 @@ func (k *resCore[F]) backward(gOut []float64, params, grads [][]float64, gx []fl
 	k.params, k.grads, k.gxOut = params, grads, gx
 	N, L, C, D := k.N, len(k.cv), k.spec.Widths[3], k.spec.Out
 	P := k.cv[k.blk[len(k.blk)-1].c2].po
-	// The linear layer and the average pooling, in float64 (our dgemm
-	// whatever the process's BLAS).
-	k.dws.Gemm(true, false, D, C, N, 1, gOut, D, k.feat, C, 0, grads[3*L], C)
-	gb := grads[3*L+1]
-	clear(gb)
-	for i := range N {
-		for j, v := range gOut[i*D : (i+1)*D] {
-			gb[j] += v
-		}
-	}
-	k.dws.Gemm(false, false, N, C, D, 1, gOut, D, params[3*L], C, 0, k.gfeat, C)
+	// The linear layer and the average pooling, in float64.
+	resHeadBackward(&k.dws, N, C, D, gOut, k.feat, params[3*L], grads[3*L], grads[3*L+1], k.gfeat)
 	g := k.gb[0]
 	for i := range N {
 		for q := range P {

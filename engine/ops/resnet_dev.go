@@ -1,0 +1,419 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+
+	"github.com/mkbench/mkbench/engine/internal/dgemm"
+	"github.com/mkbench/mkbench/internal/opencl"
+)
+
+// resDev is the ResNet kernel on an OpenCL device (ResNetKernel picks it
+// when its pool has a device and it is not forced to float64). The
+// convolutions are channels-last im2col products (CLBlast's sgemm; a 1×1
+// stride-1 convolution's input is its own im2col), and every activation
+// the backward pass needs stays on the device.
+//
+// Batch norm's statistics are combined on the host: the device sums each
+// image's channels (compensated float32 sums in a fixed order), the host
+// reads those N×C sums and runs the CPU kernel's own bnState code
+// (moments, gradCoefs, fold) in float64, and writes the few coefficients
+// back. Every mode, ε and running-statistics fold is therefore the CPU's
+// by construction, at the price of a small read and write per batch norm.
+// The global pool's sums come down the same way and the linear layer runs
+// on the host in float64, as on the CPU (10 MFLOP of 131 GFLOP).
+//
+// Weights go up once per forward (float64→float32 on the host, Go's
+// float32()), the weight gradients come down once per backward. Buffers
+// are sized on the first pass for a batch size and reused.
+type resDev struct {
+	dev   *opencl.Device
+	spec  ResNetSpec
+	cv    []resConv
+	blk   []resBlock
+	pl    resPool
+	kn    resDevKernels
+	mem   *resDevMem
+	bn    []bnState[float32]
+	wOff  []int // per conv: where its weights (kk×Out, as resCore's wt) are in w and gw
+	cfOff []int // per conv: its coefficients in cf, five blocks of N·Out: scale, shift, k1, k2, k3
+	wLen  int
+
+	N                      int
+	x, w, gw, col, s1, s2  *opencl.Buffer
+	cf, stem, pool, gf, gx *opencl.Buffer
+	arg, epi               *opencl.Buffer // epi: per image its episode, then whether it entered the statistics
+	z, src, h, out         []*opencl.Buffer
+	gb                     [2]*opencl.Buffer
+	gh                     *opencl.Buffer
+
+	hx, hw, hs, hgf, hgx []float32 // host staging
+	hepi                 []int32
+	feat, gfeat          []float64
+	dws                  dgemm.Workspace
+
+	params, grads [][]float64
+	err           error // the last pass's failure
+}
+
+// resDevKernels are one resDev's kernel objects: setting arguments is not
+// safe from two goroutines, and two kernels may run at once on a device.
+type resDevKernels struct {
+	im2col, col2im, sums, apply, grad, pool, unpool, bcast *opencl.Kernel
+}
+
+// resDevMem holds what a resDev allocated on the device, released when the
+// resDev is collected (a ResNetKernel has no Close).
+type resDevMem struct {
+	bufs    []*opencl.Buffer
+	kernels []*opencl.Kernel
+}
+
+func (m *resDevMem) release() {
+	m.releaseBuffers()
+	for _, k := range m.kernels {
+		k.Release()
+	}
+	m.kernels = nil
+}
+
+func (m *resDevMem) releaseBuffers() {
+	for _, b := range m.bufs {
+		b.Release()
+	}
+	m.bufs = nil
+}
+
+func (m *resDevMem) alloc(d *opencl.Device, n int) (*opencl.Buffer, error) {
+	b, err := opencl.Alloc[float32](d, max(n, 1))
+	if err == nil {
+		m.bufs = append(m.bufs, b)
+	}
+	return b, err
+}
+
+func newResDev(dev *opencl.Device, spec ResNetSpec) (*resDev, error) {
+	prog, err := deviceProgram(dev, "resnet")
+	if err != nil {
+		return nil, err
+	}
+	d := &resDev{dev: dev, spec: spec, mem: &resDevMem{}}
+	runtime.AddCleanup(d, (*resDevMem).release, d.mem)
+	for _, kp := range []struct {
+		k    **opencl.Kernel
+		name string
+	}{{&d.kn.im2col, "res_im2col"}, {&d.kn.col2im, "res_col2im"}, {&d.kn.sums, "res_sums"},
+		{&d.kn.apply, "res_bn_apply"}, {&d.kn.grad, "res_bn_grad"}, {&d.kn.pool, "res_pool"},
+		{&d.kn.unpool, "res_unpool"}, {&d.kn.bcast, "res_bcast"}} {
+		if *kp.k, err = prog.Kernel(kp.name); err != nil {
+			d.mem.release()
+			return nil, err
+		}
+		d.mem.kernels = append(d.mem.kernels, *kp.k)
+	}
+	d.cv, d.blk = resLayers(spec)
+	d.pl = newResPool(d.cv[0].ResNetConv)
+	d.bn = make([]bnState[float32], len(d.cv))
+	for _, cv := range d.cv {
+		d.wOff = append(d.wOff, d.wLen)
+		d.wLen += cv.kk * cv.Out
+	}
+	return d, nil
+}
+
+// resDevMaxLen is the most elements a buffer may have: kernels index with
+// 32-bit ints.
+const resDevMaxLen = math.MaxInt32
+
+// resize sizes the buffers for N images (kept while N stays).
+func (d *resDev) resize(N int) error {
+	if N == d.N && d.x != nil {
+		return nil
+	}
+	d.mem.releaseBuffers()
+	d.N, d.x, d.gx = 0, nil, nil
+	colLen, cmax, cfLen, gmax := 0, 0, 0, d.pl.pou
+	d.cfOff = d.cfOff[:0]
+	for _, cv := range d.cv {
+		rows := N * cv.po
+		if !cv.direct {
+			colLen = max(colLen, rows*cv.kk)
+		}
+		cmax = max(cmax, cv.Out)
+		d.cfOff = append(d.cfOff, cfLen)
+		cfLen += 5 * N * cv.Out
+		gmax = max(gmax, cv.po*cv.Out)
+	}
+	for _, n := range []int{colLen, N * d.spec.InDim(), N * d.pl.pin, N * gmax} {
+		if n > resDevMaxLen || n < 0 {
+			return fmt.Errorf("resnet on %s: %d images need a buffer of %d values, over the kernels' %d: use smaller batches", d.dev.Info.Name, N, n, resDevMaxLen)
+		}
+	}
+	var err error
+	a := func(n int) *opencl.Buffer {
+		if err != nil {
+			return nil
+		}
+		var b *opencl.Buffer
+		b, err = d.mem.alloc(d.dev, n)
+		return b
+	}
+	d.x, d.w, d.gw, d.col = a(N*d.spec.InDim()), a(d.wLen), a(d.wLen), a(colLen)
+	d.s1, d.s2, d.cf = a(N*cmax), a(N*cmax), a(cfLen)
+	d.stem, d.pool = a(N*d.pl.pin), a(N*d.pl.pou)
+	d.gf = a(N * d.spec.Widths[3])
+	d.z, d.src = make([]*opencl.Buffer, len(d.cv)), make([]*opencl.Buffer, len(d.cv))
+	for l, cv := range d.cv {
+		d.z[l] = a(N * cv.po * cv.Out)
+	}
+	d.h, d.out = make([]*opencl.Buffer, len(d.blk)), make([]*opencl.Buffer, len(d.blk))
+	d.src[0] = d.x
+	in := d.pool
+	hmax := 0
+	for b, bl := range d.blk {
+		c1 := d.cv[bl.c1]
+		d.h[b], d.out[b] = a(N*c1.po*c1.Out), a(N*c1.po*c1.Out)
+		d.src[bl.c1], d.src[bl.c2] = in, d.h[b]
+		if bl.proj >= 0 {
+			d.src[bl.proj] = in
+		}
+		in = d.out[b]
+		hmax = max(hmax, c1.po*c1.Out)
+	}
+	d.gb = [2]*opencl.Buffer{a(N * gmax), a(N * gmax)}
+	d.gh = a(N * hmax)
+	if err != nil {
+		d.mem.releaseBuffers()
+		return err
+	}
+	d.arg, err = opencl.Alloc[uint8](d.dev, N*d.pl.pou)
+	if err == nil {
+		d.mem.bufs = append(d.mem.bufs, d.arg)
+		d.epi, err = opencl.Alloc[int32](d.dev, 2*N)
+	}
+	if err != nil {
+		d.mem.releaseBuffers()
+		return err
+	}
+	d.mem.bufs = append(d.mem.bufs, d.epi)
+	d.N = N
+	d.hx = make([]float32, N*d.spec.InDim())
+	d.hw = make([]float32, d.wLen)
+	d.hs = make([]float32, 2*N*cmax)
+	d.hgf = make([]float32, N*d.spec.Widths[3])
+	d.hepi = make([]int32, 2*N)
+	d.feat = make([]float64, N*d.spec.Widths[3])
+	d.gfeat = make([]float64, N*d.spec.Widths[3])
+	return nil
+}
+
+// launch sets k's arguments (buffers and ints, in order) and runs it over
+// n work-items, in groups of 64.
+func launch(k *opencl.Kernel, n int, args ...any) error {
+	for i, a := range args {
+		var err error
+		switch v := a.(type) {
+		case *opencl.Buffer:
+			err = k.SetBuffer(i, v)
+		case int:
+			err = k.SetInt32(i, int32(v))
+		case bool:
+			var b int32
+			if v {
+				b = 1
+			}
+			err = k.SetInt32(i, b)
+		default:
+			panic(fmt.Sprintf("resnet device: kernel argument of type %T", a)) // a programming error
+		}
+		if err != nil {
+			return err
+		}
+	}
+	const group = 64
+	return k.Launch([]int{(n + group - 1) / group * group}, []int{group})
+}
+
+func (d *resDev) forward(x []float64, params [][]float64, lay BNLayout, mode BNMode, run []BNStats, out []float64) {
+	d.params = params
+	d.err = d.fwd(x, lay, mode, run, out)
+}
+
+func (d *resDev) fwd(x []float64, lay BNLayout, mode BNMode, run []BNStats, out []float64) error {
+	N := lay.Images()
+	if err := d.resize(N); err != nil {
+		return err
+	}
+	for i, v := range x {
+		d.hx[i] = float32(v)
+	}
+	if err := opencl.Write(d.x, 0, d.hx); err != nil {
+		return err
+	}
+	for l, cv := range d.cv {
+		w, wt, kk2 := d.params[3*l], d.hw[d.wOff[l]:], cv.K*cv.K
+		for f := range cv.Out {
+			for c := range cv.In {
+				for tap := range kk2 {
+					wt[(tap*cv.In+c)*cv.Out+f] = float32(w[f*cv.kk+c*kk2+tap])
+				}
+			}
+		}
+		d.bn[l].setup(cv.Out, cv.po, lay, mode)
+	}
+	if err := opencl.Write(d.w, 0, d.hw); err != nil {
+		return err
+	}
+	for i := range N {
+		e, st := lay.episode(i)
+		if mode == BNRunning {
+			e, st = 0, false
+		}
+		d.hepi[i], d.hepi[N+i] = int32(e), 0
+		if st {
+			d.hepi[N+i] = 1
+		}
+	}
+	if err := opencl.Write(d.epi, 0, d.hepi); err != nil {
+		return err
+	}
+	conv := func(l int) error {
+		var r *BNStats
+		if mode == BNRunning {
+			r = &run[l]
+		}
+		return d.conv(l, r)
+	}
+	if err := conv(0); err != nil {
+		return err
+	}
+	if err := d.apply(0, d.stem, nil, true); err != nil {
+		return err
+	}
+	pl := &d.pl
+	if err := launch(d.kn.pool, N*pl.pou, d.pool, d.arg, d.stem, N*pl.pou, pl.h, pl.w, pl.c, pl.ho, pl.wo, pl.pt, pl.pl); err != nil {
+		return err
+	}
+	for b, bl := range d.blk {
+		if err := conv(bl.c1); err != nil {
+			return err
+		}
+		if err := d.apply(bl.c1, d.h[b], nil, true); err != nil {
+			return err
+		}
+		if err := conv(bl.c2); err != nil {
+			return err
+		}
+		add := d.src[bl.c1]
+		if bl.proj >= 0 {
+			if err := conv(bl.proj); err != nil {
+				return err
+			}
+			if err := d.apply(bl.proj, d.out[b], nil, false); err != nil {
+				return err
+			}
+			add = d.out[b]
+		}
+		if err := d.apply(bl.c2, d.out[b], add, true); err != nil {
+			return err
+		}
+	}
+	// Global average pooling: per-image sums on the device, the mean and
+	// the linear layer in float64 on the host.
+	last := d.cv[d.blk[len(d.blk)-1].c2]
+	C, P := last.Out, last.po
+	fin := d.out[len(d.blk)-1]
+	if err := launch(d.kn.sums, N*C, fin, fin, fin, d.s1, d.s2, N*C, P, C, false, false); err != nil {
+		return err
+	}
+	hs := d.hs[:N*C]
+	if err := opencl.Read(d.s1, 0, hs); err != nil {
+		return err
+	}
+	for i, v := range hs {
+		d.feat[i] = float64(v) / float64(P)
+	}
+	L := len(d.cv)
+	resHead(&d.dws, N, C, d.spec.Out, d.feat, d.params[3*L], d.params[3*L+1], out)
+	return nil
+}
+
+// conv runs convolution l over the batch into z[l] and sets its batch
+// norm's statistics (from run in running mode) and coefficients.
+func (d *resDev) conv(l int, run *BNStats) error {
+	cv, N := &d.cv[l], d.N
+	rows := N * cv.po
+	a := d.col
+	if cv.direct {
+		a = d.src[l]
+	} else if err := d.im2col(l); err != nil {
+		return err
+	}
+	if err := d.dev.Sgemm(false, false, rows, cv.Out, cv.kk, 1, a, 0, cv.kk, d.w, d.wOff[l], cv.Out, 0, d.z[l], 0, cv.Out); err != nil {
+		return err
+	}
+	bn := &d.bn[l]
+	if bn.mode != BNRunning {
+		if err := d.sums(l, d.z[l], d.z[l], nil, false); err != nil {
+			return err
+		}
+	}
+	bn.moments(d.params[3*l+1], d.params[3*l+2], run)
+	ne, o := bn.ne*cv.Out, d.cfOff[l]
+	if err := opencl.Write(d.cf, o, bn.scale[:ne]); err != nil {
+		return err
+	}
+	return opencl.Write(d.cf, o+N*cv.Out, bn.shift[:ne])
+}
+
+func (d *resDev) im2col(l int) error {
+	cv := &d.cv[l]
+	n := d.N * cv.po * cv.kk
+	return launch(d.kn.im2col, n, d.col, d.src[l], n, cv.In, cv.K, cv.Stride, cv.Height, cv.Width, cv.OutHeight, cv.OutWidth, cv.pt, cv.pl)
+}
+
+// sums computes each image's channel sums of a and a·b (a·a when b is a),
+// zeroing a first where mask (nil: none) is ≤ 0, and puts them in batch
+// norm l's per-image sums.
+func (d *resDev) sums(l int, a, b, mask *opencl.Buffer, prod bool) error {
+	cv, N := &d.cv[l], d.N
+	nc := N * cv.Out
+	masked := mask != nil
+	if !masked {
+		mask = a
+	}
+	if err := launch(d.kn.sums, nc, a, b, mask, d.s1, d.s2, nc, cv.po, cv.Out, prod, masked); err != nil {
+		return err
+	}
+	h1, h2 := d.hs[:nc], d.hs[nc:2*nc]
+	if err := opencl.Read(d.s1, 0, h1); err != nil {
+		return err
+	}
+	if err := opencl.Read(d.s2, 0, h2); err != nil {
+		return err
+	}
+	bn := &d.bn[l]
+	for i := range nc {
+		bn.s1[i], bn.s2[i] = float64(h1[i]), float64(h2[i])
+	}
+	return nil
+}
+
+// apply writes BN_l(z_l) (+ add, nil for none; through a ReLU if relu)
+// into dst.
+func (d *resDev) apply(l int, dst, add *opencl.Buffer, relu bool) error {
+	cv := &d.cv[l]
+	n, o := d.N*cv.po*cv.Out, d.cfOff[l]
+	hasAdd := add != nil
+	if !hasAdd {
+		add = dst
+	}
+	return launch(d.kn.apply, n, dst, d.z[l], add, d.cf, o, o+d.N*cv.Out, d.epi, n, cv.po*cv.Out, cv.Out, hasAdd, relu)
+}
+
+func (d *resDev) fold(run []BNStats) {
+	for l := range d.bn {
+		d.bn[l].fold(&run[l])
+	}
+}

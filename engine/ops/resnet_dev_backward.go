@@ -1,0 +1,186 @@
+package ops
+
+import "github.com/mkbench/mkbench/internal/opencl"
+
+// The device ResNet's backward pass, in resnet_backward.go's order: the
+// gradient w.r.t. a convolution's output overwrites that output (z) once
+// its batch norm's sums are known.
+
+func (d *resDev) backward(gOut []float64, params, grads [][]float64, gx []float64) {
+	d.params, d.grads = params, grads
+	d.err = d.bwd(gOut, gx)
+	d.params, d.grads = nil, nil
+}
+
+func (d *resDev) bwd(gOut, gx []float64) error {
+	N, L, C, D := d.N, len(d.cv), d.spec.Widths[3], d.spec.Out
+	P := d.cv[d.blk[len(d.blk)-1].c2].po
+	params, grads := d.params, d.grads
+	// The linear layer and the average pooling, in float64 on the host as
+	// on the CPU; the pooled gradient goes up once.
+	resHeadBackward(&d.dws, N, C, D, gOut, d.feat, params[3*L], grads[3*L], grads[3*L+1], d.gfeat)
+	for i, v := range d.gfeat {
+		d.hgf[i] = float32(v / float64(P))
+	}
+	if err := opencl.Write(d.gf, 0, d.hgf); err != nil {
+		return err
+	}
+	if err := launch(d.kn.bcast, N*P*C, d.gb[0], d.gf, N*P*C, P*C, C); err != nil {
+		return err
+	}
+	cur := 0
+	for b := len(d.blk) - 1; b >= 0; b-- {
+		bl := d.blk[b]
+		g, gin := d.gb[cur], d.gb[1-cur]
+		if err := d.gradSums(bl.c2, g, d.out[b]); err != nil {
+			return err
+		}
+		if bl.proj >= 0 {
+			if err := d.gradSums(bl.proj, g, nil); err != nil {
+				return err
+			}
+		}
+		if err := d.gradIn(bl.c2, g, d.gh, false); err != nil {
+			return err
+		}
+		if bl.proj >= 0 {
+			if err := d.gradIn(bl.proj, g, gin, false); err != nil {
+				return err
+			}
+		} else {
+			c2 := d.cv[bl.c2]
+			if err := opencl.Copy(gin, 0, g, 0, N*c2.po*c2.Out); err != nil {
+				return err
+			}
+		}
+		for _, l := range [2]int{bl.c2, bl.proj} {
+			if l < 0 {
+				continue
+			}
+			if err := d.weightGrad(l); err != nil {
+				return err
+			}
+		}
+		if err := d.gradSums(bl.c1, d.gh, d.h[b]); err != nil {
+			return err
+		}
+		if err := d.gradIn(bl.c1, d.gh, gin, true); err != nil {
+			return err
+		}
+		if err := d.weightGrad(bl.c1); err != nil {
+			return err
+		}
+		cur = 1 - cur
+	}
+	// The stem: unpool into the stem's buffer (its values are not needed
+	// any more), its batch norm, and the gradient w.r.t. the images.
+	pl := &d.pl
+	if err := launch(d.kn.unpool, N*pl.pin, d.stem, d.gb[cur], d.pool, d.arg, N*pl.pin, pl.h, pl.w, pl.c, pl.ho, pl.wo, pl.pt, pl.pl); err != nil {
+		return err
+	}
+	if err := d.gradSums(0, d.stem, nil); err != nil {
+		return err
+	}
+	var dst *opencl.Buffer
+	if gx != nil {
+		if d.gx == nil {
+			var err error
+			if d.gx, err = d.mem.alloc(d.dev, N*d.spec.InDim()); err != nil {
+				return err
+			}
+			d.hgx = make([]float32, N*d.spec.InDim())
+		}
+		dst = d.gx
+	}
+	if err := d.gradIn(0, d.stem, dst, false); err != nil {
+		return err
+	}
+	if err := d.weightGrad(0); err != nil {
+		return err
+	}
+	// The weight gradients come down at once.
+	if err := opencl.Read(d.gw, 0, d.hw); err != nil {
+		return err
+	}
+	for l, cv := range d.cv {
+		gw, wt, kk2 := grads[3*l], d.hw[d.wOff[l]:], cv.K*cv.K
+		for f := range cv.Out {
+			for c := range cv.In {
+				for tap := range kk2 {
+					gw[f*cv.kk+c*kk2+tap] = float64(wt[(tap*cv.In+c)*cv.Out+f])
+				}
+			}
+		}
+	}
+	if gx != nil {
+		if err := opencl.Read(d.gx, 0, d.hgx); err != nil {
+			return err
+		}
+		for i, v := range d.hgx {
+			gx[i] = float64(v)
+		}
+	}
+	return nil
+}
+
+// gradSums sums the gradient g w.r.t. batch norm l's output (masked first
+// by mask ≤ 0, nil: none) for its coefficients, writes the gradients of
+// its γ and β, and puts the input gradient's coefficients on the device.
+func (d *resDev) gradSums(l int, g, mask *opencl.Buffer) error {
+	if err := d.sums(l, g, d.z[l], mask, true); err != nil {
+		return err
+	}
+	bn, cv := &d.bn[l], &d.cv[l]
+	bn.gradCoefs(d.params[3*l+1])
+	copy(d.grads[3*l+1], bn.gGamma)
+	copy(d.grads[3*l+2], bn.gBeta)
+	ne, o, nc := bn.ne*cv.Out, d.cfOff[l], d.N*cv.Out
+	for j, k := range [3][]float32{bn.k1, bn.k2, bn.k3} {
+		if err := opencl.Write(d.cf, o+(2+j)*nc, k[:ne]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gradIn turns g (the gradient w.r.t. batch norm l's output) into the
+// gradient w.r.t. convolution l's output, in place of z[l], and writes
+// (add: adds) the gradient w.r.t. the convolution's input into dst (nil:
+// not wanted).
+func (d *resDev) gradIn(l int, g, dst *opencl.Buffer, add bool) error {
+	cv := &d.cv[l]
+	rows := d.N * cv.po
+	n, o := rows*cv.Out, d.cfOff[l]
+	nc := d.N * cv.Out
+	if err := launch(d.kn.grad, n, d.z[l], g, d.cf, o+2*nc, o+3*nc, o+4*nc, d.epi, d.N, n, cv.po*cv.Out, cv.Out); err != nil {
+		return err
+	}
+	if dst == nil {
+		return nil
+	}
+	if cv.direct {
+		var beta float32
+		if add {
+			beta = 1
+		}
+		return d.dev.Sgemm(false, true, rows, cv.In, cv.Out, 1, d.z[l], 0, cv.Out, d.w, d.wOff[l], cv.Out, beta, dst, 0, cv.In)
+	}
+	if err := d.dev.Sgemm(false, true, rows, cv.kk, cv.Out, 1, d.z[l], 0, cv.Out, d.w, d.wOff[l], cv.Out, 0, d.col, 0, cv.kk); err != nil {
+		return err
+	}
+	m := d.N * cv.p * cv.In
+	return launch(d.kn.col2im, m, dst, d.col, m, cv.In, cv.K, cv.Stride, cv.Height, cv.Width, cv.OutHeight, cv.OutWidth, cv.pt, cv.pl, add)
+}
+
+// weightGrad writes convolution l's weight gradient, im2col(input)ᵀ·dz,
+// into gw.
+func (d *resDev) weightGrad(l int) error {
+	cv := &d.cv[l]
+	a := d.col
+	if cv.direct {
+		a = d.src[l]
+	} else if err := d.im2col(l); err != nil {
+		return err
+	}
+	return d.dev.Sgemm(true, false, cv.kk, cv.Out, d.N*cv.po, 1, a, 0, cv.kk, d.z[l], 0, cv.Out, 0, d.gw, d.wOff[l], cv.Out)
+}
