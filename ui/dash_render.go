@@ -1,6 +1,10 @@
 package ui
 
-import "math"
+import (
+	"math"
+
+	"github.com/mkbench/mkbench/internal/runstate"
+)
 
 // The dashboard's frame: where the panes go, what each is given to draw,
 // the header and the status bar. Panes are re-rendered only when their
@@ -172,7 +176,7 @@ func (d *dashboard) status() statusData {
 	s.Eval = sel.evalProg
 	if sel.last != nil {
 		s.Iters, s.ItPerSec, s.Wall = sel.last.Iters, sel.last.ItersPerSec, sel.last.Wall
-		if sel.state != "running" {
+		if sel.state != runstate.Running {
 			s.ItPerSec = 0
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/ui/session"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The dashboard's data: what it knows of each variant's run, and how the
@@ -37,8 +39,8 @@ const maxCurvePoints = 20000
 // runView is everything the dashboard knows of one variant's run.
 type runView struct {
 	variant string
-	run     *session.Run // the latest run of the variant; nil: never started
-	state   string       // see runRow.State
+	run     *session.Run   // the latest run of the variant; nil: never started
+	state   runstate.State // see runRow.State
 	ended   bool
 	curve   curve
 	last    *engine.Snapshot
@@ -69,9 +71,9 @@ func (v *runView) iteration() int {
 
 // shown is the state as the table and status bar say it: a run past its
 // last iteration is in its final evaluation, which can take a while.
-func (v *runView) shown() string {
-	if v.state == "running" && v.last != nil && v.last.Iters > 0 && v.last.Iter >= v.last.Iters {
-		return "evaluating"
+func (v *runView) shown() runstate.State {
+	if v.state == runstate.Running && v.last != nil && v.last.Iters > 0 && v.last.Iter >= v.last.Iters {
+		return runstate.Evaluating
 	}
 	return v.state
 }
@@ -96,8 +98,8 @@ func (d *dashboard) apply(ups []session.Update) {
 		}
 		if u.Last != nil {
 			v.last = u.Last
-			if v.state == "starting" {
-				v.state = "running"
+			if v.state == runstate.Starting {
+				v.state = runstate.Running
 			}
 		}
 		if u.Display != nil {
@@ -169,17 +171,17 @@ func (d *dashboard) reply(v *runView, rep engine.Reply) {
 	v.replied = max(v.replied, rep.Iter)
 	switch rep.Kind {
 	case engine.CmdPause:
-		if v.state != "stopping" {
-			v.state = "paused"
+		if v.state != runstate.Stopping {
+			v.state = runstate.Paused
 		}
 		// Every active run replies; the message is the selected run's,
 		// or, when that one is not training, whichever paused.
-		if sel := d.views[d.selected]; v == sel || !sel.active() || sel.state == "stopping" {
+		if sel := d.views[d.selected]; v == sel || !sel.active() || sel.state == runstate.Stopping {
 			d.setMsg(fmt.Sprintf("paused %s at iteration %d; p resumes", v.variant, rep.Iter))
 		}
 	case engine.CmdResume:
-		if v.state == "paused" {
-			v.state = "running"
+		if v.state == runstate.Paused {
+			v.state = runstate.Running
 		}
 		d.setMsg("resumed")
 	case engine.CmdCheckpoint:
@@ -192,17 +194,17 @@ func (d *dashboard) ended(v *runView, u session.Update) {
 	res, err := u.Result, u.Err
 	switch {
 	case err == nil:
-		v.state = "done"
+		v.state = runstate.Finished
 		ev := ""
 		if res.Eval != nil {
 			ev = "; eval " + res.Eval.String()
 		}
 		d.setMsg(fmt.Sprintf("%s finished %d iterations%s", v.variant, res.Iters, ev))
 	case res.Interrupted && (errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrStopped)):
-		v.state = "stopped"
+		v.state = runstate.Stopped
 		d.setMsg(fmt.Sprintf("%s stopped at iteration %d; checkpoint in %s", v.variant, res.Iters, v.run.Dir))
 	default:
-		v.state, v.err = "failed", err
+		v.state, v.err = runstate.Failed, err
 		d.setErr(fmt.Errorf("%s failed: %w", v.variant, err))
 	}
 	d.markAll()

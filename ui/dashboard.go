@@ -9,6 +9,8 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui/session"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The dashboard is the training screen: four panes (pane_*.go) and a
@@ -86,7 +88,7 @@ func newDashboard(t Theme, k dashKeys, sess *session.Session, p presets.Preset) 
 	d := &dashboard{theme: t, keys: k, sess: sess, preset: p, classify: p.Config.Classify(),
 		selected: variantIndex(p.Variant), pairY: 1}
 	for i, v := range toggleVariants {
-		d.views[i] = &runView{variant: v, state: "off", curve: curve{Variant: v}}
+		d.views[i] = &runView{variant: v, state: runstate.Off, curve: curve{Variant: v}}
 	}
 	d.markAll()
 	return d
@@ -158,7 +160,7 @@ func (d *dashboard) start(i int) {
 	v := d.views[i]
 	var r *session.Run
 	var err error
-	if v.run != nil && v.state == "stopped" {
+	if v.run != nil && v.state == runstate.Stopped {
 		r, err = d.sess.Resume(v.run, d.task)
 	} else {
 		r, err = d.sess.Start(v.variant, d.task)
@@ -170,7 +172,7 @@ func (d *dashboard) start(i int) {
 		d.setErr(err)
 		return
 	}
-	v.run, v.state, v.ended, v.err, v.replied = r, "starting", false, nil, 0
+	v.run, v.state, v.ended, v.err, v.replied = r, runstate.Starting, false, nil, 0
 	verb := "started"
 	if r.Resumed {
 		verb = "resumed"
@@ -200,7 +202,7 @@ func (d *dashboard) activeViews() []*runView {
 func (d *dashboard) broadcast(cmd engine.Command) int {
 	n := 0
 	for _, v := range d.activeViews() {
-		if v.state != "stopping" && v.run.Send(cmd) {
+		if v.state != runstate.Stopping && v.run.Send(cmd) {
 			n++
 		}
 	}
@@ -214,9 +216,9 @@ func (d *dashboard) allEnded() bool { return len(d.activeViews()) == 0 }
 func (d *dashboard) stopAll() int {
 	n := 0
 	for _, v := range d.activeViews() {
-		if v.state != "stopping" {
+		if v.state != runstate.Stopping {
 			v.run.Stop()
-			v.state = "stopping"
+			v.state = runstate.Stopping
 			n++
 		}
 	}
@@ -246,9 +248,9 @@ func (d *dashboard) key(msg tea.KeyMsg) {
 		var running, paused int
 		for _, v := range d.activeViews() {
 			switch v.state {
-			case "paused":
+			case runstate.Paused:
 				paused++
-			case "running", "starting":
+			case runstate.Running, runstate.Starting:
 				running++
 			}
 		}
@@ -327,12 +329,12 @@ func (d *dashboard) key(msg tea.KeyMsg) {
 func (d *dashboard) toggle(i int) {
 	v := d.views[i]
 	switch v.state {
-	case "starting", "running", "paused":
+	case runstate.Starting, runstate.Running, runstate.Paused:
 		v.run.Stop()
-		v.state = "stopping"
+		v.state = runstate.Stopping
 		d.setMsg(fmt.Sprintf("stopping %s; it saves a checkpoint", v.variant))
 		d.dirty[paneRuns] = true
-	case "stopping":
+	case runstate.Stopping:
 		d.setMsg(v.variant + " is stopping")
 	default:
 		d.start(i)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The versatility experiment's heatmap: one model's metric at every way ×
@@ -24,7 +26,7 @@ func expHeatmap(t Theme, metric string, rows []expRow, w, h int) string {
 	var variants []string
 	var ways, shots []int
 	vals := map[rowKey]float64{}
-	status := map[rowKey]string{}
+	status := map[rowKey]runstate.State{}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, r := range rows {
 		if !slices.Contains(variants, r.Variant) {
@@ -94,7 +96,7 @@ func expHeatmap(t Theme, metric string, rows []expRow, w, h int) string {
 					}
 				case !planned:
 					line += fmt.Sprintf("%*s", cw, "")
-				case st == "evaluating":
+				case st == runstate.Evaluating:
 					line += t.Key.Render(fmt.Sprintf("%*s", cw, "…  "))
 				default:
 					line += t.Dim.Render(fmt.Sprintf("%*s", cw, "·  "))

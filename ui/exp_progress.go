@@ -6,6 +6,8 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The experiment's progress lines, over its results: where it is (run,
@@ -18,9 +20,10 @@ type expProgressData struct {
 	Name, Phase  string
 	Iter, Iters  int
 	ItPerSec     float64
-	RunETA       time.Duration // < 0: unknown
-	AllETA       time.Duration // < 0: unknown
-	State        string        // running, stopping, finished, interrupted, failed
+	RunETA       time.Duration  // < 0: unknown
+	AllETA       time.Duration  // < 0: unknown
+	State        runstate.State // running, stopping, finished, stopped or failed
+	Failures     bool           // finished, some runs failed
 	// Points and PointsDone count the experiment's points (rows); the
 	// versatility grid measures its progress by them.
 	Points, PointsDone int
@@ -39,23 +42,28 @@ func expProgress(t Theme, d expProgressData, w int) string {
 	if d.Iters > 0 && (d.Phase == "training" || d.Phase == "resuming") {
 		l1 += fmt.Sprintf(" · iter %s/%s · %s · run ETA %s", count(d.Iter), count(d.Iters), engine.FormatRate(d.ItPerSec), eta(d.RunETA))
 	}
-	if d.State == "running" {
+	switch {
+	case d.State == runstate.Running:
 		l1 += " · experiment ETA " + eta(d.AllETA)
-	} else {
-		l1 += " · " + t.Warn.Render(d.State)
+	case d.State == runstate.Stopping:
+		l1 += " · " + t.Warn.Render(string(d.State)+" (checkpointing)")
+	case d.Failures:
+		l1 += " · " + t.Warn.Render(string(d.State)+" with failures")
+	default:
+		l1 += " · " + t.Warn.Render(string(d.State))
 	}
 	frac := 0.0
 	if d.Jobs > 0 {
 		done := d.Job - 1
-		if d.State == "finished" {
+		if d.State == runstate.Finished {
 			done = d.Jobs
 		}
 		frac = float64(done) / float64(d.Jobs)
-		if d.Iters > 0 && d.State == "running" {
+		if d.Iters > 0 && d.State == runstate.Running {
 			frac += float64(d.Iter) / float64(d.Iters) / float64(d.Jobs)
 		}
 	}
-	if d.Kind == experiments.Versatility && d.Points > 0 && d.State != "finished" {
+	if d.Kind == experiments.Versatility && d.Points > 0 && d.State != runstate.Finished {
 		frac = float64(d.PointsDone) / float64(d.Points)
 	}
 	l2 := " "

@@ -9,6 +9,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mkbench/mkbench/experiments"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The experiment's results as the screen shows them: a row per point of
@@ -39,14 +41,14 @@ func rowKeyOf(kind string, k experiments.PointKey) rowKey {
 type expRow struct {
 	rowKey
 	Seeds  []experiments.SeedResult
-	Status string // pending, training, resuming, evaluating, done, failed, stopped
+	Status runstate.State // pending, running, evaluating, finished, failed or stopped
 	Err    string
 }
 
 // planRows are the points of normalized options o, in plan order.
 func planRows(o experiments.Options) []expRow {
 	var rows []expRow
-	add := func(k rowKey) { rows = append(rows, expRow{rowKey: k, Status: "pending"}) }
+	add := func(k rowKey) { rows = append(rows, expRow{rowKey: k, Status: runstate.Pending}) }
 	switch o.Experiment {
 	case experiments.Ablation:
 		for _, v := range o.Variants {
@@ -151,7 +153,7 @@ func expTable(t Theme, d expTableData, w, h int) string {
 	}
 	lines := []string{t.Bold.Render(head.String())}
 	avail := h - 1
-	first := slices.IndexFunc(d.Rows, func(r expRow) bool { return r.Status != "done" })
+	first := slices.IndexFunc(d.Rows, func(r expRow) bool { return r.Status != runstate.Finished })
 	start := 0
 	if len(d.Rows) > avail && first >= avail-1 {
 		start = min(first-(avail-2), len(d.Rows)-(avail-1))
@@ -197,17 +199,17 @@ func expTable(t Theme, d expTableData, w, h int) string {
 				fmt.Fprintf(&sb, "%-*s ", c.w, ansi.TruncateWc(v, c.w, "…"))
 			}
 		}
-		st := r.Status
+		st := string(r.Status)
 		switch r.Status {
-		case "done":
-		case "pending":
+		case runstate.Finished:
+		case runstate.Pending:
 			st = t.Dim.Render(st)
-		case "failed":
-			st = t.Err.Render("failed")
+		case runstate.Failed:
+			st = t.Err.Render(st)
 			if r.Err != "" {
 				st += " " + t.Dim.Render(r.Err)
 			}
-		case "stopped":
+		case runstate.Stopped:
 			st = t.Warn.Render(st)
 		default:
 			st = t.Key.Render(st)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/presets"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The experiments screen: a setup form (exp_form.go), then the
@@ -77,7 +79,7 @@ func (s *expScreen) openOn(name, preset, dir string) {
 
 // running reports whether an experiment is under way.
 func (s *expScreen) running() bool {
-	return s.run != nil && (s.run.state == "running" || s.run.state == "stopping")
+	return s.run != nil && (s.run.state == runstate.Running || s.run.state == runstate.Stopping)
 }
 
 // capturing reports whether keys go to a text field of the form.
@@ -88,9 +90,9 @@ func (s *expScreen) stop() bool {
 	if !s.running() {
 		return false
 	}
-	if s.run.state == "running" {
+	if s.run.state == runstate.Running {
 		s.run.worker.Stop()
-		s.run.state = "stopping"
+		s.run.state = runstate.Stopping
 		s.run.note.set("stopping: the current run saves a checkpoint… (q again quits at once)")
 	}
 	return true
@@ -126,7 +128,7 @@ func (s *expScreen) start() tea.Cmd {
 	norm.Minutes = o.Minutes
 	p := s.form.presetOf()
 	st := &expState{opts: norm, preset: p, metric: "mse", rows: planRows(norm), jobs: len(plan), job: 1,
-		started: time.Now(), state: "running", dashJob: -1}
+		started: time.Now(), state: runstate.Running, dashJob: -1}
 	if p.Config.Classify() {
 		st.metric = "accuracy"
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui/session"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // What the experiments screen knows of the experiment it started: its
@@ -34,8 +36,10 @@ type expState struct {
 	started time.Time
 	jobAt   time.Time
 	jobSecs []float64 // wall seconds of the runs trained here
-	state   string
-	note    note
+	state   runstate.State
+	// failures: it finished, some of its runs failed.
+	failures bool
+	note     note
 
 	// The dashboard of the run training now (or last), fed from the
 	// experiment's snapshots; nil while a baseline trains.
@@ -94,13 +98,13 @@ func (e *expState) progress(s *expScreen, p experiments.Progress) []session.Upda
 		e.snap, e.jobAt = nil, now
 		e.phase = map[string]string{experiments.PhaseTrain: "training", experiments.PhaseResume: "resuming",
 			experiments.PhaseReuse: "reusing a finished run", experiments.PhaseModel: "evaluating the given model"}[p.Phase]
-		st := e.phase
+		var st runstate.State = runstate.Running // training or resuming
 		if p.Phase == experiments.PhaseReuse || p.Phase == experiments.PhaseModel {
-			st = "evaluating"
+			st = runstate.Evaluating
 		}
 		if kind == experiments.Versatility {
 			for i := range e.rows {
-				if e.rows[i].Variant == p.Key.Variant && e.rows[i].Status == "pending" {
+				if e.rows[i].Variant == p.Key.Variant && e.rows[i].Status == runstate.Pending {
 					e.rows[i].Status = st
 				}
 			}
@@ -120,7 +124,7 @@ func (e *expState) progress(s *expScreen, p experiments.Progress) []session.Upda
 			// Past its last iteration a run is in its final evaluation.
 			e.phase = "final evaluation"
 			if r := e.row(rowKeyOf(kind, p.Key)); r != nil {
-				r.Status = "evaluating"
+				r.Status = runstate.Evaluating
 			}
 		}
 		if e.dash != nil && e.dashJob == p.Job {
@@ -137,7 +141,7 @@ func (e *expState) progress(s *expScreen, p experiments.Progress) []session.Upda
 	case experiments.PhaseEval:
 		e.phase = "evaluating " + p.Key.Setting()
 		if r := e.row(rowKeyOf(kind, p.Key)); r != nil {
-			r.Status = "evaluating"
+			r.Status = runstate.Evaluating
 		}
 		endDash(session.Update{Result: engine.Result{Iters: e.iter()}})
 	case experiments.PhaseDone:
@@ -148,9 +152,9 @@ func (e *expState) progress(s *expScreen, p experiments.Progress) []session.Upda
 		if r := e.row(rowKeyOf(kind, p.Key)); r != nil {
 			r.Seeds = slices.DeleteFunc(r.Seeds, func(x experiments.SeedResult) bool { return x.Seed == sr.Seed })
 			r.Seeds = append(r.Seeds, sr)
-			r.Status = "done"
+			r.Status = runstate.Finished
 			if len(r.Seeds) < len(e.opts.Seeds) {
-				r.Status = "pending"
+				r.Status = runstate.Pending
 			}
 		}
 		if kind != experiments.Versatility && e.phase != "reusing a finished run" {
@@ -164,14 +168,14 @@ func (e *expState) progress(s *expScreen, p experiments.Progress) []session.Upda
 		}
 		e.note.set(fmt.Sprintf("%s%s: %s %s ± %s", p.Name, at, e.metric, fmtMetric(e.metric, sr.Mean), fmtMetric(e.metric, sr.CI95)))
 	case experiments.PhaseFailed:
-		err := "failed"
+		err := runstate.Failed
 		if p.Err != nil {
 			err = firstLine(p.Err.Error())
 		}
 		for i := range e.rows {
 			r := &e.rows[i]
-			if r.Variant == p.Key.Variant && r.Status != "done" && r.Status != "pending" {
-				r.Status, r.Err = "failed", err
+			if r.Variant == p.Key.Variant && r.Status != runstate.Finished && r.Status != runstate.Pending {
+				r.Status, r.Err = runstate.Failed, err
 			}
 		}
 		endDash(session.Update{Err: p.Err})
@@ -205,7 +209,7 @@ func (e *expState) newDash(s *expScreen, p experiments.Progress) {
 	d := newDashboard(s.theme, s.dashKeys, nil, e.preset)
 	d.readOnly = true
 	vi := variantIndex(v)
-	d.views[vi].run, d.views[vi].state = e.stub, "starting"
+	d.views[vi].run, d.views[vi].state = e.stub, runstate.Starting
 	d.selected = vi
 	d.w, d.h = s.w, s.h
 	d.setMsg(fmt.Sprintf("experiment run %d/%d: %s · esc returns to the experiment", p.Job, p.Jobs, p.Name))
@@ -221,23 +225,23 @@ func (e *expState) end(err error) []session.Update {
 	interrupted := err != nil && errors.Is(err, context.Canceled)
 	switch {
 	case err == nil:
-		e.state, e.phase = "finished", "done"
+		e.state, e.phase = runstate.Finished, "done"
 		e.job = e.jobs
 		e.note.set("finished: results.md, results.csv and figures/ in " + e.worker.Dir)
 	case interrupted:
-		e.state = "interrupted"
-		e.note.set("interrupted; runs are checkpointed; continue with: mkbench experiment --resume " + e.worker.Dir)
+		e.state = runstate.Stopped
+		e.note.set("stopped; runs are checkpointed; continue with: mkbench experiment --resume " + e.worker.Dir)
 	case errors.Is(err, experiments.ErrRunsFailed):
-		e.state = "finished with failures"
+		e.state, e.failures = runstate.Finished, true
 		e.note.fail(err)
 	default:
-		e.state = "failed"
+		e.state = runstate.Failed
 		e.note.fail(err)
 	}
 	for i := range e.rows {
 		switch e.rows[i].Status {
-		case "training", "resuming", "evaluating":
-			e.rows[i].Status = "stopped"
+		case runstate.Running, runstate.Evaluating:
+			e.rows[i].Status = runstate.Stopped
 		}
 	}
 	e.snap = nil
@@ -251,15 +255,13 @@ func (e *expState) end(err error) []session.Update {
 // progressData is the progress line of the experiment.
 func (e *expState) progressData(now time.Time) expProgressData {
 	d := expProgressData{Kind: e.opts.Experiment, Preset: e.preset.Name, Job: e.job, Jobs: e.jobs, Name: e.name,
-		Phase: e.phase, RunETA: -1, AllETA: -1, State: e.state, Points: len(e.rows)}
+		Phase: e.phase, RunETA: -1, AllETA: -1, State: e.state, Failures: e.failures, Points: len(e.rows)}
 	for _, r := range e.rows {
-		if r.Status == "done" {
+		if r.Status == runstate.Finished {
 			d.PointsDone++
 		}
 	}
-	if e.state == "stopping" {
-		d.State = "stopping (checkpointing)"
-	}
+
 	budget, _ := engine.MinutesBudget(e.opts.Minutes) // checked when the experiment started
 	if e.snap != nil {
 		d.Iter, d.Iters, d.ItPerSec = e.snap.Iter, e.snap.Iters, e.snap.ItersPerSec

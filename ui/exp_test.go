@@ -14,6 +14,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/internal/runstate"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -41,7 +42,7 @@ func fakeExperiment(th Theme, w, h int, kind string, p presets.Preset, rows []ex
 		opts:   experiments.Options{Experiment: kind, Preset: p.Name, Seeds: []uint64{1, 2}},
 		preset: p, metric: metric, rows: rows, job: job, jobs: jobs, name: name, phase: "training",
 		snap:  &engine.Snapshot{Iter: 1200, Iters: 5000, ItersPerSec: 38.2},
-		jobAt: at, jobSecs: []float64{130, 140}, state: "running", note: note{text: "runs/rff-s1: mse 0.1234 ± 0.0100"},
+		jobAt: at, jobSecs: []float64{130, 140}, state: runstate.Running, note: note{text: "runs/rff-s1: mse 0.1234 ± 0.0100"},
 	}
 	return s
 }
@@ -52,11 +53,11 @@ func seed(s uint64, mean, ci float64) experiments.SeedResult {
 
 func ablationRows() []expRow {
 	return []expRow{
-		{rowKey: rowKey{Variant: "rbf"}, Seeds: []experiments.SeedResult{seed(1, 0.512, 0.03), seed(2, 0.498, 0.03)}, Status: "done"},
-		{rowKey: rowKey{Variant: "rff"}, Seeds: []experiments.SeedResult{seed(1, 0.1234, 0.01)}, Status: "pending"},
-		{rowKey: rowKey{Variant: "vrf"}, Status: "failed", Err: "runs/vrf-s1: training diverged at iteration 17"},
-		{rowKey: rowKey{Variant: "vrf+ctx"}, Status: "pending"},
-		{rowKey: rowKey{Variant: "metakernel"}, Status: "training"},
+		{rowKey: rowKey{Variant: "rbf"}, Seeds: []experiments.SeedResult{seed(1, 0.512, 0.03), seed(2, 0.498, 0.03)}, Status: runstate.Finished},
+		{rowKey: rowKey{Variant: "rff"}, Seeds: []experiments.SeedResult{seed(1, 0.1234, 0.01)}, Status: runstate.Pending},
+		{rowKey: rowKey{Variant: "vrf"}, Status: runstate.Failed, Err: "runs/vrf-s1: training diverged at iteration 17"},
+		{rowKey: rowKey{Variant: "vrf+ctx"}, Status: runstate.Pending},
+		{rowKey: rowKey{Variant: "metakernel"}, Status: runstate.Running},
 	}
 }
 
@@ -64,10 +65,10 @@ func versatilityRows() []expRow {
 	var rows []expRow
 	for _, k := range []int{1, 5, 10} {
 		for i, w := range []int{5, 10, 20, 50, 100} {
-			r := expRow{rowKey: rowKey{Variant: "metakernel", Way: w, Shot: k}, Status: "pending"}
+			r := expRow{rowKey: rowKey{Variant: "metakernel", Way: w, Shot: k}, Status: runstate.Pending}
 			if k < 10 || i < 2 {
 				acc := 0.95 - 0.04*float64(i) + 0.004*float64(k)
-				r.Seeds, r.Status = []experiments.SeedResult{seed(1, acc, 0.004)}, "done"
+				r.Seeds, r.Status = []experiments.SeedResult{seed(1, acc, 0.004)}, runstate.Finished
 			}
 			if k == 10 && i == 2 {
 				r.Status = "evaluating"
@@ -174,7 +175,7 @@ func TestExperimentFlow(t *testing.T) {
 	scr.waitFor(`2 runs × 40 iterations`)
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
 	scr.waitFor(`experiment ablation · sine-5shot · 1 seed → `)
-	scr.waitFor(`rbf\s+1/1\s+\d+\.\d+ ± \d+\.\d+\s+\d+\.\d\s+done`)
+	scr.waitFor(`rbf\s+1/1\s+\d+\.\d+ ± \d+\.\d+\s+\d+\.\d\s+finished`)
 
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter}) // the current run's dashboard
 	scr.waitFor(`\[Curves\]\s+Fit`)

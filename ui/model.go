@@ -14,6 +14,8 @@ import (
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 	"github.com/mkbench/mkbench/ui/session"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // Options configure the workbench.
@@ -410,7 +412,7 @@ func (m Model) resumeRun(r runs.Run) (tea.Model, tea.Cmd) {
 	m.dash.views[vi].run = or.Run
 	or.Update.Display = nil // the live run draws its own
 	m.dash.apply([]session.Update{or.Update})
-	m.dash.views[vi].state = "stopped" // resumable, failed or not
+	m.dash.views[vi].state = runstate.Stopped // resumable, failed or not
 	m.dash.selected = vi
 	m.dash.SetSize(m.w, m.h)
 	m.dash.start(vi)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/internal/runfile"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The ablation pane: a table of every run, one per toggle, and bars of
@@ -18,7 +20,7 @@ import (
 // runRow is one line of the ablation table.
 type runRow struct {
 	Key, Name, Variant string
-	State              string // off, starting, running, evaluating, paused, stopping, stopped, done, failed
+	State              runstate.State
 	Iter, Iters        int
 	ItPerSec           float64
 	Loss               float64 // NaN before the first snapshot
@@ -30,13 +32,7 @@ type runRow struct {
 	Err                string
 }
 
-func (r runRow) active() bool {
-	switch r.State {
-	case "starting", "running", "paused", "stopping", "evaluating":
-		return true
-	}
-	return false
-}
+func (r runRow) active() bool { return r.State.Active() }
 
 // ablationCell is one cell of the ablation table: its text as drawn
 // (styled) and its width.
@@ -78,20 +74,20 @@ func ablationColumns(t Theme, rows []runRow, w int) (cols []ablationColumn, gap 
 	ips.right, loss.right = true, true
 	evals := [3]ablationColumn{{head: "eval"}, {head: "eval (tasks)"}, {head: "eval (tasks)"}}
 	for _, r := range rows {
-		st := plainCell(r.State)
+		st := plainCell(string(r.State))
 		switch r.State {
-		case "failed":
-			st.text = t.Err.Render(r.State)
-		case "paused", "stopping", "evaluating":
-			st.text = t.Warn.Render(r.State)
-		case "off":
-			st.text = t.Dim.Render(r.State)
+		case runstate.Failed:
+			st.text = t.Err.Render(string(r.State))
+		case runstate.Paused, runstate.Stopping, runstate.Evaluating:
+			st.text = t.Warn.Render(string(r.State))
+		case runstate.Off:
+			st.text = t.Dim.Render(string(r.State))
 		}
 		state.cells = append(state.cells, st)
 		it, rate, l := "", "", ""
-		if r.State != "off" {
+		if r.State != runstate.Off {
 			it = count(r.Iter) + "/" + count(r.Iters)
-			if r.ItPerSec > 0 && r.State == "running" {
+			if r.ItPerSec > 0 && r.State == runstate.Running {
 				rate = fmt.Sprintf("%.1f", r.ItPerSec)
 			}
 			if finite(r.Loss) {
@@ -186,7 +182,7 @@ func runsPane(t Theme, rows []runRow, w, h int) string {
 		} else {
 			name = " " + name
 		}
-		if r.State == "failed" {
+		if r.State == runstate.Failed {
 			errs = append(errs, t.Err.Render(r.Name+": ")+r.Err)
 		}
 		line := fmt.Sprintf("%s %s %s", t.Key.Render(r.Key), box, name)

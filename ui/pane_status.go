@@ -10,6 +10,8 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/internal/runfile"
 	"github.com/mkbench/mkbench/ui/session"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The dashboard's status bar, under the panes.
@@ -22,7 +24,7 @@ type statusData struct {
 	Iter, Iters int
 	ItPerSec    float64
 	Dir         string
-	State       string
+	State       runstate.State
 	Msg         note
 	// Budget is the run's training-time budget (0: none) and Wall its
 	// training time so far: the ETA is the budget's when it ends first.
@@ -64,8 +66,8 @@ func statusBar(t Theme, d statusData, w int) string {
 	default:
 		right = fmt.Sprintf(" %3.0f%% │ %s │ ETA %s ", 100*pct, engine.FormatRate(d.ItPerSec), eta(left2))
 	}
-	if d.State != "running" && (d.Eval == nil || d.State != "evaluating") {
-		right += "│ " + t.Warn.Render(d.State) + " "
+	if d.State != runstate.Running && (d.Eval == nil || d.State != runstate.Evaluating) {
+		right += "│ " + t.Warn.Render(string(d.State)) + " "
 	}
 	if bw := w - ansi.StringWidthWc(left) - ansi.StringWidthWc(right); bw >= 5 {
 		left += t.bar(min(bw, 40), pct)

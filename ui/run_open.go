@@ -11,6 +11,8 @@ import (
 	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/ui/session"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // Opening a finished run: its files become one session.Update, which a
@@ -171,7 +173,7 @@ func newOpenedDashboard(t Theme, k dashKeys, r openedRun) *dashboard {
 	d := newDashboard(t, k, nil, r.Preset)
 	d.readOnly, d.opened, d.noDisplay = true, true, r.NoDisplay
 	vi := variantIndex(r.Run.Variant)
-	d.views[vi].run, d.views[vi].state = r.Run, "starting"
+	d.views[vi].run, d.views[vi].state = r.Run, runstate.Starting
 	d.selected = vi
 	d.apply([]session.Update{r.Update})
 	what := "a finished run"

@@ -4,14 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/runstate"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -83,7 +86,7 @@ func TestOpenRun(t *testing.T) {
 	}
 	d := newOpenedDashboard(testTheme(), newDashKeys(), r)
 	d.SetSize(160, 48)
-	if v := d.View(); !strings.Contains(v, "done") || !strings.Contains(v, "after each flow step") {
+	if v := ansi.Strip(d.View()); !regexp.MustCompile(`MetaKernel\s+`+runstate.Finished).MatchString(v) || !strings.Contains(v, "after each flow step") {
 		t.Errorf("the opened dashboard:\n%s", v)
 	}
 	d.key(keys("s")) // a training key: not for a finished run

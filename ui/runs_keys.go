@@ -5,6 +5,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mkbench/mkbench/experiments/runs"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // runsKeys are the runs screen's keys. R in the picker and the dashboard
@@ -175,7 +177,7 @@ func (s *runsScreen) key(msg tea.KeyMsg) tea.Cmd {
 		switch {
 		case s.scanning:
 			s.note.set("the runs are still being read: delete when the listing is complete")
-		case r.State == runs.Running:
+		case r.State == runstate.Running:
 			s.note.set(r.Rel + " is running: stop it first")
 		default:
 			s.confirm = r.Dir
@@ -211,11 +213,11 @@ func (s *runsScreen) viewKey(msg tea.KeyMsg) tea.Cmd {
 // or failed before its end.
 func (s *runsScreen) resume(r runs.Run) tea.Cmd {
 	switch r.State {
-	case runs.Interrupted, runs.Failed:
+	case runstate.Stopped, runstate.Failed:
 		return func() tea.Msg { return resumeRunMsg{r} }
-	case runs.Finished:
+	case runstate.Finished:
 		s.note.set(r.Rel + " has finished: nothing to resume (mkbench run --resume DIR --iters N trains it further)")
-	case runs.Running:
+	case runstate.Running:
 		s.note.set(r.Rel + " is running elsewhere")
 	default:
 		s.note.set(r.Rel + " cannot be read: " + r.Error)

@@ -17,6 +17,8 @@ import (
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The runs screen: every run directory under the runs root, in the groups
@@ -311,16 +313,16 @@ func (j *evalJob) progress(done, total int) {
 func (j *evalJob) text(spin int) string {
 	done, total := j.done.Load(), j.total.Load()
 	if total == 0 {
-		return "evaluating" + strings.Repeat(".", spin%4)
+		return runstate.Evaluating + strings.Repeat(".", spin%4)
 	}
-	return fmt.Sprintf("evaluating %d%%", 100*done/total)
+	return fmt.Sprintf("%s %d%%", runstate.Evaluating, 100*done/total)
 }
 
 // evaluate evaluates the run under the cursor in the background as mkbench
 // eval --run does; its row shows the result when it comes.
 func (s *runsScreen) evaluate(r runs.Run) tea.Cmd {
 	switch {
-	case r.State == runs.Running:
+	case r.State == runstate.Running:
 		s.note.set(r.Rel + " is running: evaluate it when it has stopped")
 		return nil
 	case r.State == "":

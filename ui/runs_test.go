@@ -44,9 +44,9 @@ func TestRunsScreen(t *testing.T) {
 	root := runsRoot(t)
 	tm := teatest.NewTestModel(t, New(Options{Root: t.TempDir(), Seed: -1, Renderer: monoTheme().r, Runs: root}), teatest.WithInitialTermSize(80, 24))
 	scr := &termScreen{t: t, out: tm.Output()}
-	scr.waitFor(`4 runs · 3 finished · 1 interrupted`)
+	scr.waitFor(`4 runs · 3 finished · 1 stopped`)
 	scr.waitFor(`experiment exp-ablation · 1 run`)
-	scr.waitFor(`runs/rff\s+sine-5shot\s+30/30\s+interrupted`)
+	scr.waitFor(`runs/rff\s+sine-5shot\s+30/30\s+stopped`)
 
 	tm.Send(keys("s")) // sort by preset
 	scr.waitFor(`sorted by preset ▲`)
@@ -91,7 +91,7 @@ func TestRunsScreen(t *testing.T) {
 
 	tm.Send(keys("g"))
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	scr.waitFor(`sine-5shot │ metakernel │ 30/30 .* done`)
+	scr.waitFor(`sine-5shot │ metakernel │ 30/30 .* finished`)
 	tm.Send(tea.KeyMsg{Type: tea.KeyEsc})
 	scr.waitFor(`sorted by preset`)
 	tm.Send(tea.KeyMsg{Type: tea.KeyEsc}) // to the picker
@@ -106,7 +106,7 @@ func TestRunsScreenResumes(t *testing.T) {
 	root := runsRoot(t)
 	tm := teatest.NewTestModel(t, New(Options{Root: t.TempDir(), Seed: -1, Renderer: testTheme().r, Runs: root}), teatest.WithInitialTermSize(140, 40))
 	scr := &termScreen{t: t, out: tm.Output()}
-	scr.waitFor(`4 runs · 3 finished · 1 interrupted`)
+	scr.waitFor(`4 runs · 3 finished · 1 stopped`)
 	tm.Send(keys("/"))
 	for _, r := range "rff" {
 		tm.Send(keys(string(r)))

@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/lipgloss"
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments/runs"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The runs screen's drawing: a header with the counts, the table (a
@@ -64,9 +65,9 @@ func (s *runsScreen) header() string {
 		}
 	}
 	parts := []string{plural(len(s.all), "run")}
-	for _, st := range []string{runs.Finished, runs.Running, runs.Interrupted, runs.Failed} {
+	for _, st := range []string{runstate.Finished, runstate.Running, runstate.Stopped, runstate.Failed} {
 		if counts[st] > 0 {
-			parts = append(parts, runStateStyle(t, st).Render(fmt.Sprintf("%d %s", counts[st], st)))
+			parts = append(parts, stateStyle(t, st).Render(fmt.Sprintf("%d %s", counts[st], st)))
 		}
 	}
 	if s.scanning {
@@ -215,7 +216,7 @@ func (s *runsScreen) table(w, h int) string {
 			}
 			c := pad(cell, columnWidth(cname))
 			if cname == "state" {
-				c = runStateStyle(t, r.State).Render(c)
+				c = stateStyle(t, r.State).Render(c)
 			}
 			l += " " + c
 		}
@@ -276,19 +277,6 @@ func (s *runsScreen) groupSize(g string) int {
 		}
 	}
 	return n
-}
-
-// runStateStyle colours a run state; without colour the word says it.
-func runStateStyle(t Theme, state string) lipgloss.Style {
-	switch state {
-	case runs.Finished:
-		return t.Series(2)
-	case runs.Running:
-		return t.Key
-	case runs.Failed, "":
-		return t.Err
-	}
-	return t.Dim
 }
 
 // detail is the line on the run under the cursor: its directory, and why

@@ -115,12 +115,12 @@ func TestSweepScreen(t *testing.T) {
 				checkBlock(t, "sweep", v, w, h)
 				mustMatch(t, "watch", v,
 					`sweep `+regexp.QuoteMeta(dir),
-					`4 units · 2 done · 0 running · 1 pending · 1 failed`,
-					`0 sine-5shot-rbf-s1\s+done\s+60/60`,
-					`1 sine-5shot-vrf-s1\s+done\s+60/60`,
+					`4 units · 2 finished · 0 running · 1 pending · 1 failed`,
+					`0 sine-5shot-rbf-s1\s+finished\s+60/60`,
+					`1 sine-5shot-vrf-s1\s+finished\s+60/60`,
 					`2 sine-5shot-rbf-s2\s+pending\s+0/60`,
 					`3 sine-5shot-vrf-s2\s+failed\s.*training diverged`,
-					`sine-5shot-rbf-s1 · done · mse \d+\.\d{4} ± \d+\.\d{4} \(10 tasks\)`)
+					`sine-5shot-rbf-s1 · finished · mse \d+\.\d{4} ± \d+\.\d{4} \(10 tasks\)`)
 				if w < sideBySideW {
 					press(s, "r") // the results instead of the curves
 				}
@@ -179,7 +179,7 @@ func TestSweepScreenNoFiles(t *testing.T) {
 		}
 		press(s, "r")
 		if w >= 80 {
-			mustMatch(t, "no files", s.View(), `4 units · 0 done · 0 running · 4 pending · 0 failed`, `waiting for data`)
+			mustMatch(t, "no files", s.View(), `4 units · 0 finished · 0 running · 4 pending · 0 failed`, `waiting for data`)
 		}
 	}
 }
@@ -243,7 +243,7 @@ func TestSweepFlow(t *testing.T) {
 	scr.waitFor(`watch a sweep`)
 	scr.waitFor(`> ` + regexp.QuoteMeta(dir))
 	tm.Send(tea.KeyMsg{Type: tea.KeyEnter})
-	scr.waitFor(`4 units · 2 done · 0 running · 1 pending · 1 failed`)
+	scr.waitFor(`4 units · 2 finished · 0 running · 1 pending · 1 failed`)
 	scr.waitFor(`sine-5shot\s+rbf\s+mse \d+\.\d{4} ± \d+\.\d{4}\s+1/2`)
 	tm.Send(tea.KeyMsg{Type: tea.KeySpace, Runes: []rune{' '}})
 	scr.waitFor(`━━ sine-5shot-rbf-s1 \d`)
@@ -264,7 +264,7 @@ func TestSweepFlow(t *testing.T) {
 
 	direct := teatest.NewTestModel(t, New(Options{Sweep: dir, Seed: -1, Renderer: testTheme().r}), teatest.WithInitialTermSize(80, 24))
 	scr = &termScreen{t: t, out: direct.Output()}
-	scr.waitFor(`2 done · 0 running · 1 pending · 1 failed`)
+	scr.waitFor(`2 finished · 0 running · 1 pending · 1 failed`)
 	scr.waitFor(`q/esc quit`)
 	direct.Send(keys("q"))
 	direct.WaitFinished(t, teatest.WithFinalTimeout(30*time.Second))

@@ -5,12 +5,12 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // The sweep screen's drawing: the directory prompt, and the watch — a
@@ -80,7 +80,7 @@ func (s *sweepScreen) header() string {
 			parts = append(parts, "slurm job "+strings.Join(ids, ", "))
 		}
 		if st.Cancelled {
-			parts = append(parts, t.Warn.Render("cancelled"))
+			parts = append(parts, t.Warn.Render(runstate.Stopped+" by mkbench sweep cancel"))
 		}
 	}
 	line := " " + strings.Join(parts, t.Dim.Render(" · "))
@@ -91,19 +91,6 @@ func (s *sweepScreen) header() string {
 		line += "  " + t.Warn.Render("squeue: "+s.queueErr)
 	}
 	return block(top, s.w, 1) + "\n" + block(line, s.w, 1)
-}
-
-// stateStyle colours a unit state; without colour the word says it.
-func stateStyle(t Theme, state string) lipgloss.Style {
-	switch state {
-	case sweep.StateDone:
-		return t.Series(2)
-	case sweep.StateRunning:
-		return t.Key
-	case sweep.StateFailed:
-		return t.Err
-	}
-	return t.Dim
 }
 
 // unitTable is the units the cursor shows, one line each, under a
@@ -118,7 +105,7 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w
 		nameW, itW = max(nameW, len(u.Name)), max(itW, len(iterText(u)))
 		hasVal, hasErr = hasVal || u.Val != nil, hasErr || u.Error != ""
 	}
-	const stateW, lossW, valW, resW, slurmW, barW, errMin = 7, 8, 6, 15, 18, 10, 16
+	const stateW, lossW, valW, resW, slurmW, barW, errMin = 8, 8, 6, 15, 18, 10, 16
 	fixed := 3 + idxW + 1 + 1 + stateW + 1 + itW + 1 + lossW + 1 + resW
 	nameW = min(nameW, max(12, w-fixed))
 	rest := w - fixed - nameW

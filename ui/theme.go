@@ -4,6 +4,8 @@ import (
 	"github.com/charmbracelet/bubbles/progress"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // Theme holds the styles of one output. Mono is set when the output takes
@@ -92,4 +94,19 @@ func (t Theme) Swatch(i int) string {
 func (t Theme) bar(w int, frac float64) string {
 	return progress.New(progress.WithSolidFill(string(accent)), progress.WithoutPercentage(),
 		progress.WithWidth(w), progress.WithColorProfile(t.r.ColorProfile())).ViewAs(frac)
+}
+
+// stateStyle colours a run's state (runstate) in the runs and sweep
+// tables; without colour the word says it. A run that could not be read
+// has none ("").
+func stateStyle(t Theme, state string) lipgloss.Style {
+	switch state {
+	case runstate.Finished:
+		return t.Series(2)
+	case runstate.Running:
+		return t.Key
+	case runstate.Failed, "":
+		return t.Err
+	}
+	return t.Dim
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // A run whose summary.json or config.json is far larger than mkbench
@@ -40,7 +41,7 @@ func TestOversizedRunFilesListedDamaged(t *testing.T) {
 	if len(rs) != 3 {
 		t.Fatalf("listed %d runs, want 3", len(rs))
 	}
-	if rs[0].State != Finished || rs[0].Error != "" {
+	if rs[0].State != runstate.Finished || rs[0].Error != "" {
 		t.Errorf("the sound run: %+v", rs[0])
 	}
 	for _, r := range rs[1:] {

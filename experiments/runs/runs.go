@@ -14,15 +14,8 @@ import (
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/runstate"
 	"github.com/mkbench/mkbench/presets/models"
-)
-
-// Run states, as the runs table shows them.
-const (
-	Finished    = "finished"    // summary.json is written
-	Running     = "running"     // a live process holds the run's lock, or it checkpointed a moment ago
-	Failed      = "failed"      // failed.json says why
-	Interrupted = "interrupted" // stopped before the end: resumable from its checkpoint
 )
 
 // Group kinds: what a run directory belongs to.
@@ -51,7 +44,10 @@ type Run struct {
 	Seed    uint64 `json:"seed"`
 	Iter    int    `json:"iter"`  // iterations done: the summary's, else the last logged
 	Iters   int    `json:"iters"` // the run's total
-	State   string `json:"state"`
+	// State is runstate.Finished, Running (its lock is held, or it
+	// checkpointed a moment ago), Failed or Stopped (before its end:
+	// resumable from its checkpoint).
+	State string `json:"state"`
 	// Eval is the final evaluation once finished; before that the latest
 	// validation, with Val set.
 	Eval *engine.EvalResult `json:"eval,omitempty"`
@@ -178,16 +174,16 @@ func Read(e Entry, now time.Time) Run {
 	switch {
 	case st.Summary != nil:
 		sum := st.Summary
-		r.State, r.Iter, r.TrainSeconds = Finished, sum.Iters, sum.TrainSeconds
+		r.State, r.Iter, r.TrainSeconds = runstate.Finished, sum.Iters, sum.TrainSeconds
 		if sum.Eval != nil {
 			r.Eval, r.Val = sum.Eval, false
 		}
 	case st.Held || !localOwner(st.Owner) && recentCheckpoint(e.Dir, r.Config, now):
-		r.State = Running
+		r.State = runstate.Running
 	case st.Failure != nil:
-		r.State, r.Error = Failed, firstLine(st.Failure.Error)
+		r.State, r.Error = runstate.Failed, firstLine(st.Failure.Error)
 	default:
-		r.State = Interrupted
+		r.State = runstate.Stopped
 	}
 	return r
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/runstate"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -96,14 +97,14 @@ func TestScanStatesAndGroups(t *testing.T) {
 		got[r.Rel] = r
 	}
 	want := map[string]struct{ state, group, kind string }{
-		"done":                     {Finished, "", KindRun},
-		"stopped":                  {Interrupted, "", KindRun},
-		"broke":                    {Failed, "", KindRun},
-		"live":                     {Running, "", KindRun},
+		"done":                     {runstate.Finished, "", KindRun},
+		"stopped":                  {runstate.Stopped, "", KindRun},
+		"broke":                    {runstate.Failed, "", KindRun},
+		"live":                     {runstate.Running, "", KindRun},
 		"damaged":                  {"", "", KindRun},
-		"exp-ablation/runs/rff-s2": {Finished, "exp-ablation", KindExperiment},
-		"sw/units/u1":              {Finished, "sw", KindSweep},
-		"models/m":                 {Finished, "", KindModel},
+		"exp-ablation/runs/rff-s2": {runstate.Finished, "exp-ablation", KindExperiment},
+		"sw/units/u1":              {runstate.Finished, "sw", KindSweep},
+		"models/m":                 {runstate.Finished, "", KindModel},
 	}
 	if len(got) != len(want) {
 		t.Errorf("found %d runs, want %d: %v", len(got), len(want), slices.Sorted(func(yield func(string) bool) {
@@ -181,6 +182,16 @@ func TestSortFilter(t *testing.T) {
 	if f := Filter(rs, "SINE 3"); len(f) != 1 || f[0].Rel != "a" {
 		t.Errorf("filter: %+v", f)
 	}
+	// A state filters by its word and by the words it had before.
+	rs[1].State, rs[2].State = runstate.Stopped, runstate.Finished
+	for _, word := range []string{"stopped", "interrupted"} {
+		if f := Filter(rs, word); len(f) != 1 || f[0].State != runstate.Stopped {
+			t.Errorf("filter %s: %+v", word, f)
+		}
+	}
+	if f := Filter(rs, "done"); len(f) != 1 || f[0].State != runstate.Finished {
+		t.Errorf("filter done: %+v", f)
+	}
 }
 
 // BenchmarkScan1000 scans a root of 1,000 finished runs (the runs screen's
@@ -205,7 +216,7 @@ func BenchmarkScan1000(b *testing.B) {
 	})
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
-			if rs, err := Scan(root); err != nil || len(rs) != 1000 || rs[999].State != Finished {
+			if rs, err := Scan(root); err != nil || len(rs) != 1000 || rs[999].State != runstate.Finished {
 				b.Fatal(len(rs), err)
 			}
 		}
@@ -231,7 +242,7 @@ func TestRunningElsewhere(t *testing.T) {
 		host string
 		age  time.Duration
 		want string
-	}{{"node7", 0, Running}, {"node7", 10 * time.Minute, Interrupted}, {host, 0, Interrupted}} {
+	}{{"node7", 0, runstate.Running}, {"node7", 10 * time.Minute, runstate.Stopped}, {host, 0, runstate.Stopped}} {
 		runfile.WriteJSON(filepath.Join(dir, runfile.FileLock), runfile.Owner{Host: c.host, PID: 1}, 0o644)
 		now := time.Now().Add(c.age)
 		if got := Read(Entry{Dir: dir, Rel: "r"}, now).State; got != c.want {

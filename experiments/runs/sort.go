@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
 // SortKeys are the columns runs sort by, in the table's order.
@@ -70,7 +72,9 @@ func Filter(rs []Run, text string) []Run {
 	}
 	var out []Run
 	for _, r := range rs {
-		hay := strings.ToLower(strings.Join([]string{r.Rel, r.Group, r.Kind, r.Preset, r.Variant, r.State, fmt.Sprint(r.Seed)}, " "))
+		// A state's older words find it too ("interrupted": stopped).
+		hay := strings.ToLower(strings.Join(append([]string{r.Rel, r.Group, r.Kind, r.Preset, r.Variant, fmt.Sprint(r.Seed)},
+			runstate.State(r.State).Words()...), " "))
 		all := true
 		for _, w := range words {
 			if !strings.Contains(hay, w) {

@@ -215,7 +215,9 @@ type Start struct {
 type End struct {
 	Start int       `json:"start"` // the row of starts.jsonl it ends, from 0
 	Time  time.Time `json:"time"`
-	How   string    `json:"how"` // "done", "stopped", "failed" or "error" (it could not go on)
+	// How is runstate.Finished, Stopped or Failed, or "error" (it could
+	// not go on); files written before say "done" for finished.
+	How string `json:"how"`
 }
 
 // Submission is one row of jobs.jsonl: one sbatch call.

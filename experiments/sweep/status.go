@@ -6,14 +6,17 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/runstate"
 )
 
-// Unit states, as status shows them.
+// Unit states, as status shows them: the words of internal/runstate,
+// which runs and the workbench use too. (Before, a finished unit was
+// "done".)
 const (
-	StateDone    = "done"    // summary.json is written
-	StateRunning = "running" // a live worker holds the unit's lock
-	StatePending = "pending" // not started, or stopped and waiting to be continued
-	StateFailed  = "failed"  // failed.json says why
+	StateDone    = runstate.Finished // summary.json is written
+	StateRunning = runstate.Running  // a live worker holds the unit's lock
+	StatePending = runstate.Pending  // not started, or stopped and waiting to be continued
+	StateFailed  = runstate.Failed   // failed.json says why
 )
 
 // UnitStatus is what a unit's directory says of it.

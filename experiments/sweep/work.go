@@ -13,6 +13,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/internal/runfile"
+	"github.com/mkbench/mkbench/internal/runstate"
 	"github.com/mkbench/mkbench/presets"
 )
 
@@ -238,12 +239,12 @@ func (w *Worker) recordStart(dir string) (row, iter int, err error) {
 // recordEnd appends the end of the start at row to ends.jsonl: the worker
 // lets the unit go in order, with err what Work returns.
 func (w *Worker) recordEnd(dir string, row int, err error) {
-	how := "done"
+	how := runstate.Finished
 	switch {
 	case errors.Is(err, ErrFailed):
-		how = "failed"
+		how = runstate.Failed
 	case errors.Is(err, ErrInterrupted):
-		how = "stopped"
+		how = runstate.Stopped
 	case err != nil:
 		how = "error"
 	}
