@@ -203,27 +203,33 @@ func (j *convSetup[F]) run(l int) {
 		k.setupWino(l, j.ws[l], j.bs[l])
 		return
 	}
-	ly, nf := k.ls[l], k.spec.Filters
-	w, b, wt := j.ws[l], j.bs[l], k.wt[l]
-	cin := ly.cin
+	convPackIm2col(k.wt[l], k.wrot[l], j.ws[l], j.bs[l], k.ls[l].cin, k.spec.Filters)
+}
+
+// convPackIm2col writes a block's weights w and bias b in the layouts of
+// its im2col products, in working precision: wt ((9·cin+1)×F, row
+// tap·cin + c holding W[·][c·9 + tap], the last row the bias) and, unless
+// wrot is nil (block 0, whose input needs no gradient), the filters of the
+// input gradient.
+func convPackIm2col[F float](wt, wrot []F, w, b []float64, cin, nf int) {
+	k1 := 9*cin + 1
 	for f := 0; f < nf; f++ {
 		for c := 0; c < cin; c++ {
 			for tap := 0; tap < 9; tap++ {
 				wt[(tap*cin+c)*nf+f] = F(w[f*9*cin+c*9+tap])
 			}
 		}
-		wt[(ly.k1-1)*nf+f] = F(b[f])
+		wt[(k1-1)*nf+f] = F(b[f])
 	}
-	if l == 0 {
+	if wrot == nil {
 		return
 	}
 	// The input gradient is a convolution of the pre-activation gradient
 	// with the filters turned by 180° and transposed (input and output
 	// channels swapped): wrot[(tap·F + f)·cin + c] = W[f][c·9 + 8 − tap].
-	wr := k.wrot[l]
 	for tap := 0; tap < 9; tap++ {
 		for f := 0; f < nf; f++ {
-			row := wr[(tap*nf+f)*cin : (tap*nf+f+1)*cin]
+			row := wrot[(tap*nf+f)*cin : (tap*nf+f+1)*cin]
 			for c := range row {
 				row[c] = F(w[f*9*cin+c*9+8-tap])
 			}

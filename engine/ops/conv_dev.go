@@ -223,28 +223,12 @@ func (d *convDev) backward(gOut []float64, gws, gbs [][]float64) {
 func (d *convDev) setWeights(ws, bs [][]float64) error {
 	nf := d.spec.Filters
 	for l, ly := range d.ls {
-		w, b, cin := ws[l], bs[l], ly.cin
 		wt := d.w32[d.wOff[l] : d.wOff[l]+ly.k1*nf]
-		for f := 0; f < nf; f++ {
-			for c := 0; c < cin; c++ {
-				for tap := 0; tap < 9; tap++ {
-					wt[(tap*cin+c)*nf+f] = float32(w[f*9*cin+c*9+tap])
-				}
-			}
-			wt[(ly.k1-1)*nf+f] = float32(b[f])
+		var wrot []float32
+		if l > 0 {
+			wrot = d.w32[d.wOff[l]+ly.k1*nf:][:9*nf*ly.cin]
 		}
-		if l == 0 {
-			continue
-		}
-		wr := d.w32[d.wOff[l]+ly.k1*nf:][:9*nf*cin]
-		for tap := 0; tap < 9; tap++ {
-			for f := 0; f < nf; f++ {
-				row := wr[(tap*nf+f)*cin : (tap*nf+f+1)*cin]
-				for c := range row {
-					row[c] = float32(w[f*9*cin+c*9+8-tap])
-				}
-			}
-		}
+		convPackIm2col(wt, wrot, ws[l], bs[l], ly.cin, nf)
 	}
 	return opencl.Write(d.r.w, 0, d.w32)
 }
