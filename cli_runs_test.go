@@ -32,7 +32,7 @@ func TestRunsCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("runs (exit %d): %s", code, e)
 	}
-	for _, want := range []string{"sine-5shot", "finished", "interrupted", "6/6", "experiment exp: 1 run", "runs/b"} {
+	for _, want := range []string{"sine-5shot", "finished", "stopped", "6/6", "experiment exp: 1 run", "runs/b"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("runs lacks %q:\n%s", want, out)
 		}
