@@ -19,6 +19,7 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 	"github.com/mkbench/mkbench/ui"
@@ -145,6 +146,7 @@ type runOpts struct {
 	ov                         presets.Overrides // a new run's settings
 	set                        map[string]bool   // the flags given
 	repair, startOver, quiet   bool
+	device                     opencl.Selection // --device, or $MKBENCH_DEVICE
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
@@ -182,6 +184,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (o runOpts, code int, ok 
 	startOver := fs.Bool("start-over", false, "with --resume: start over from iteration 0 a run whose checkpoint.gob is lost although it validated or finished; its files are moved aside into DIR/stopped-TIME, never deleted")
 	repair := fs.Bool("repair", false, "with --resume: go on although metrics.jsonl or val.jsonl do not match the checkpoint (damaged rows are dropped and the gap recorded in gaps.jsonl; a damaged best.gob is moved aside)")
 	quiet := fs.Bool("quiet", false, "print only the final result")
+	device := deviceFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "val-every", "val-tasks", "image-size", "channels", "way", "shot", "query")
 	if !ok {
 		return o, code, false
@@ -191,6 +194,9 @@ func parseRun(args []string, stdout, stderr io.Writer) (o runOpts, code int, ok 
 	refuse := func(err error) (runOpts, int, bool) { return o, fail(stderr, err), false }
 	budget, err := minutesFlag("run", set["minutes"], *minutes)
 	if err != nil {
+		return refuse(err)
+	}
+	if o.device, err = deviceSelection("run", set, *device); err != nil {
 		return refuse(err)
 	}
 	o.budget = budget
@@ -221,15 +227,26 @@ func parseRun(args []string, stdout, stderr io.Writer) (o runOpts, code int, ok 
 // run trains the run o names, new or resumed, then evaluates it. A run
 // stopped by a signal saves a checkpoint and exits 130.
 func (o runOpts) run(stdout, stderr io.Writer) int {
+	// The device first: one that cannot open is refused before anything
+	// is read or written.
+	device, release, err := useDevice("run", o.device, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer release()
 	var cfg engine.Config
+	// moved is the note of a run resumed on another device than its
+	// checkpoint's, printed as it starts rather than with the notes at
+	// its end.
+	var moved string
 	// start is the first progress line, printed once the task data has
 	// loaded: a missing data folder should not be preceded by "training…".
 	var presetName, dir, family, start string
 	data := o.data
+	var done int
 	if o.resume != "" {
 		dir = o.resume
 		recordedData(dir, o.set, &data)
-		var done int
 		if _, err := os.Stat(filepath.Join(dir, engine.FileCheckpoint)); errors.Is(err, os.ErrNotExist) {
 			// Stopped before its first checkpoint: the engine starts its
 			// config.json over.
@@ -244,6 +261,7 @@ func (o runOpts) run(stdout, stderr io.Writer) int {
 				return fail(stderr, err)
 			}
 			cfg, presetName, family, done = ck.Config, ck.Preset, ck.Source, ck.Iter
+			moved = engine.DeviceChangeNote(ck.Device, device, ck.Iter)
 		}
 		if o.set["iters"] {
 			if o.iters < done {
@@ -251,7 +269,7 @@ func (o runOpts) run(stdout, stderr io.Writer) int {
 			}
 			cfg.Iters = o.iters
 		}
-		start = fmt.Sprintf("resuming %s at iteration %d of %d", dir, done, cfg.Iters)
+		start = fmt.Sprintf("resuming %s at iteration %d of %d%s", dir, done, cfg.Iters, onDevice(device))
 		if err := presets.CheckMemory(dir, family, cfg, engine.Config.MemoryEstimate, nil); err != nil {
 			return fail(stderr, err) // a run moved to a smaller machine
 		}
@@ -286,16 +304,23 @@ func (o runOpts) run(stdout, stderr io.Writer) int {
 				return fail(stderr, err)
 			}
 		}
-		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, dir)
+		start = fmt.Sprintf("training %s, variant %s, seed %d, %d iterations%s → %s", presetName, cfg.Variant(), cfg.Seed, cfg.Iters, onDevice(device), dir)
 	}
 	if !o.quiet {
 		fmt.Fprintln(stdout, start)
+	}
+	if moved != "" && done < cfg.Iters {
+		say(stderr, "note: %s", moved)
+	} else {
+		moved = "" // a finished run trains nothing: the engine notes an evaluation run again
 	}
 	opts := engine.RunOptions{Preset: presetName, Dir: dir, Resume: o.resume != "", Repair: o.repair, StartOver: o.startOver, Val: srcs.Val, Test: srcs.Test, TestBySource: srcs.TestBy,
 		Budget: o.budget, Data: data}
 	res, err := engine.Run(ctx, cfg, srcs.Train, opts, obs)
 	for _, n := range res.Notes {
-		say(stderr, "note: %s", n)
+		if n != moved {
+			say(stderr, "note: %s", n)
+		}
 	}
 	if res.AlreadyDone {
 		fmt.Fprintf(stdout, "already finished: %d iterations; eval %s (summary.json unchanged)\n", res.Iters, res.Eval)
@@ -408,11 +433,16 @@ func cmdTUI(args []string, stdout, stderr io.Writer) int {
 	sweepDir := fs.String("sweep", "", "watch the sweep in DIR (mkbench sweep run --out DIR), wherever its units run")
 	modelsDir := fs.String("models-dir", "", "the picker lists the models in this folder (mkbench models export --models-dir) instead of the shipped ones")
 	sets := setFlag(fs)
+	device := deviceFlag(fs)
 	// Defined for the help page only: --runs was taken out of args above.
 	fs.Bool("runs", false, "open the runs screen: every run under DIR (default: the runs root, ./runs or $MKBENCH_RUNS)")
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters")
 	if !ok {
 		return code
+	}
+	sel, err := deviceSelection("tui", set, *device)
+	if err != nil {
+		return fail(stderr, err)
 	}
 	// --iters and --seed are shorthands of --set iters and seed, as in run.
 	ov, err := overrides(fs, set, sets, "iters", "seed")
@@ -453,6 +483,17 @@ func cmdTUI(args []string, stdout, stderr io.Writer) int {
 	}
 	if why := noTerminal(os.Stdin, stdout); why != "" {
 		return fail(stderr, fmt.Errorf("the workbench needs a terminal (%s); train headless with: mkbench run --preset sine-5shot (see mkbench help)", why))
+	}
+	// Every model the workbench builds (its runs, experiments and
+	// evaluations) runs on the device: it is the process's
+	// (engine.UseDevice), and engine.DeviceLabel names it.
+	_, release, err := useDevice("tui", sel, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer release()
+	if set["device"] {
+		defer forwardDevice(sel)() // and the sweep workers it starts
 	}
 	lib := library(*modelsDir)
 	if *modelsDir != "" {

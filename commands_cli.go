@@ -45,7 +45,7 @@ func init() {
 			run:      cmdTUI},
 		{name: "run", synopsis: "train a preset headless, then evaluate it; --resume continues a stopped run",
 			usage: []string{"run --preset NAME [--variant V] [--iters N] [--minutes M] [--seed S] [--out DIR] [--set KEY=VALUE ...] [flags]",
-				"run --resume DIR [--iters N] [--minutes M] [--data DIR] [--repair] [--start-over]"},
+				"run --resume DIR [--iters N] [--minutes M] [--data DIR] [--repair] [--start-over] [--device D]"},
 			long: "Trains a preset (mkbench presets lists them) and evaluates it on fresh test tasks, printing a progress line every two seconds. " +
 				"The run directory (--out, default a new folder under ./runs or $MKBENCH_RUNS) gets config.json, metrics.jsonl, checkpoints, " +
 				"TensorBoard event files and summary.json (docs/run-directory.md). --minutes stops training after that much training time, then evaluates as usual. " +
@@ -57,14 +57,19 @@ func init() {
 				"finished is refused: evaluate it with mkbench eval --run DIR, or train it again from iteration 0 with --start-over (its files moved aside the same way). " +
 				"--repair goes on past damaged metrics.jsonl or val.jsonl rows, recording the gap in gaps.jsonl." +
 				"\n\n" +
+				"--device (default $MKBENCH_DEVICE, else cpu) runs the image backbones on an OpenCL device: opencl (the first GPU, else the first device), opencl:N " +
+				"(mkbench devices), or auto (a GPU when there is one, else the CPU, saying why). It is not a setting: config.json is the same on either, and summary.json " +
+				"records the device. Results agree with the CPU's within tolerances, not in bytes, so a run resumed on another device than its checkpoint's says so. " +
+				"An opencl device that cannot open (no loader, platform or CLBlast) is refused before anything is written (docs/gpu.md)." +
+				"\n\n" +
 				"Ctrl-C, SIGTERM and SIGHUP (a closed terminal, a dropped ssh; not under nohup) save a checkpoint first and print the --resume command (exit status 130). " +
 				"A run too large for this machine's memory is refused before anything is allocated, with its estimate, the memory available and the largest size that fits. " +
 				"A new run never writes into a directory that already holds a run, a sweep or an experiment; a run whose loss becomes non-finite stops at that iteration, " +
 				"naming it, its last good checkpoint kept.",
-			examples: []string{"mkbench run --preset sine-5shot", "mkbench run --preset omniglot-5w1s --variant vrf+ctx --minutes 30",
+			examples: []string{"mkbench run --preset sine-5shot", "mkbench run --preset omniglot-5w1s --variant vrf+ctx --minutes 30", "mkbench run --preset omniglot-5w1s --device auto",
 				"mkbench run --preset sine-5shot --set lr=0.0005 --set clip_norm=1", "mkbench run --preset folder-5w1s --data ~/my-images --image-size 32 --set backbone=conv4",
 				"mkbench run --resume runs/sine-5shot-metakernel-s1-20260101-1200"},
-			resumes: "run", resumeTakes: []string{"iters", "minutes", "data", "repair", "start-over", "quiet"},
+			resumes: "run", resumeTakes: []string{"iters", "minutes", "data", "repair", "start-over", "quiet", "device"},
 			run: cmdRun},
 		{name: "eval", synopsis: "evaluate a run or a trained model again, at its own or other settings",
 			usage: []string{"eval --run DIR [--eval-tasks N] [--way W] [--shot K] [--query Q] [--samples S] [--json] [flags]",
@@ -88,8 +93,16 @@ func init() {
 				"Running the same command again on the same --out resumes it.",
 			examples: []string{"mkbench experiment ablation --preset sine-5shot --iters 2000", "mkbench experiment versatility --model omniglot-5w1s",
 				"mkbench experiment efficiency --preset sine-5shot --bases 16,64,256 --seeds 1,2,3", "mkbench experiment --resume runs/exp-ablation-sine-5shot-20260101-1200"},
-			resumes: "experiment", resumeTakes: []string{"data", "quiet", "engine", "jobs", "wait", "slurm"},
+			resumes: "experiment", resumeTakes: []string{"data", "quiet", "engine", "jobs", "wait", "slurm", "device"},
 			run: cmdExperiment},
+		{name: "devices", synopsis: "list the OpenCL platforms and devices --device can choose, with their memory and compute units",
+			usage: []string{"devices [--json]"},
+			long: "Lists every OpenCL device of every platform, in the order opencl:N counts them, with its type, platform, memory, largest buffer, compute units, " +
+				"work-group size, OpenCL C version, double precision and driver. Without an OpenCL loader, platform or device it says which is missing and how to " +
+				"install it, and exits 1 (--json prints an empty list first), so that a script can test for a device with its exit status; mkbench still runs on the CPU. " +
+				"auto never picks a CPU device (PoCL): name it with opencl:N (docs/gpu.md).",
+			examples: []string{"mkbench devices", "mkbench devices --json", "mkbench devices && mkbench run --preset omniglot-5w1s --device opencl"},
+			run:      cmdDevices},
 		{name: "report", synopsis: "redraw an experiment's or a sweep's tables and figures from its saved results",
 			usage:    []string{"report DIR"},
 			long:     "Reads an experiment's (or a sweep's) saved results and writes its tables and figures again, then prints the main table. Nothing is trained or evaluated.",

@@ -4,12 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/mkbench/mkbench/datasets/fetch"
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/runs"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -218,6 +220,8 @@ func flagValues(c *command, f *flag.Flag, typed, prefix string, done []string) c
 		}
 	case "backbone":
 		names = []string{"conv4", "conv5", engine.BackboneResNet18}
+	case "device":
+		names = deviceValues(typed)
 	default:
 		switch m := strings.Trim(metavar(c.name, f), " []"); {
 		case m == "DIR" || m == "DIR2":
@@ -432,4 +436,23 @@ function __mkbench_complete
 end
 complete -c mkbench -f -a '(__mkbench_complete)'
 `,
+}
+
+// deviceValues are --device's values: cpu, opencl, auto and opencl:N.
+// The devices are counted only once opencl: is typed, since counting
+// loads the OpenCL loader and its drivers; without one, opencl:0 stands.
+func deviceValues(typed string) []string {
+	names := append(slices.Clone(deviceWords), "opencl:0")
+	if !strings.HasPrefix(typed, "opencl:") {
+		return names
+	}
+	devs, err := opencl.Devices()
+	if err != nil || len(devs) == 0 {
+		return names
+	}
+	names = names[:len(deviceWords)]
+	for _, d := range devs {
+		names = append(names, fmt.Sprintf("opencl:%d", d.Index))
+	}
+	return names
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -32,7 +33,8 @@ type evalOpts struct {
 	tasks, way, shot, query     int
 	samples, bases, shift       int
 	asJSON, onVal               bool
-	set                         map[string]bool // the flags given
+	device                      opencl.Selection // --device, or $MKBENCH_DEVICE
+	set                         map[string]bool  // the flags given
 }
 
 func cmdEval(args []string, stdout, stderr io.Writer) int {
@@ -63,6 +65,7 @@ func parseEval(args []string, stdout, stderr io.Writer) (o evalOpts, code int, o
 	folder := fs.String("folder", "", "image models: evaluate on this folder of your own images (DIR/<class>/*.png|jpg, or DIR/{train,val,test}/<class>/…) instead of the run's data: cross-domain, e.g. an Omniglot model on your own characters")
 	split := fs.String("split", "all", "with --folder: all (every class of the folder) or test (its test classes)")
 	testSources := fs.String("test-sources", "", "Meta-Dataset runs: test on these sources, a,b (default: the run's)")
+	device := deviceFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr)
 	if !ok {
 		return o, code, false
@@ -72,6 +75,10 @@ func parseEval(args []string, stdout, stderr io.Writer) (o evalOpts, code int, o
 	refuse := func(err error) (evalOpts, int, bool) { return o, fail(stderr, err), false }
 	if (o.run == "") == (o.model == "") {
 		return refuse(errors.New("eval: give --run DIR (a run directory) or --model NAME (mkbench models lists them)"))
+	}
+	var err error
+	if o.device, err = deviceSelection("eval", set, *device); err != nil {
+		return refuse(err)
 	}
 	if set["models-dir"] && o.model == "" {
 		return refuse(errors.New("eval: --models-dir applies to --model NAME"))
@@ -103,7 +110,11 @@ func (o evalOpts) eval(stdout, stderr io.Writer) int {
 	var ck *engine.Checkpoint
 	var which, note string
 	var shipped *models.Info
-	var err error
+	device, release, err := useDevice("eval", o.device, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer release()
 	if o.model != "" {
 		var info models.Info
 		lib := library(o.modelsDir)
@@ -228,7 +239,7 @@ func (o evalOpts) eval(stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d, %s checkpoint)\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter, which)
+	fmt.Fprintf(stdout, "%s (%s, %s, seed %d, iteration %d, %s checkpoint)%s\n", res, ck.Preset, c.Variant(), c.Seed, ck.Iter, which, onDevice(device))
 	if set["bases"] {
 		fmt.Fprintf(stdout, "with %d bases drawn per task\n", c.Bases)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/runfile"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
@@ -33,6 +34,8 @@ type experimentOpts struct {
 	engine, slurmFile string
 	jobs              int
 	wait, quiet       bool
+	device            opencl.Selection // --device, or $MKBENCH_DEVICE
+	deviceGiven       bool             // --device was given: the engine's workers get it
 }
 
 func cmdExperiment(args []string, stdout, stderr io.Writer) int {
@@ -71,6 +74,7 @@ func parseExperiment(args []string, stdout, stderr io.Writer) (e experimentOpts,
 	engineName, jobs, wait := engineFlags(fs)
 	slurmFile := fs.String("slurm", "", "with --engine slurm: a YAML file whose slurm: section (a sweep file's keys: partition, time, mem, …) sets the job options")
 	sets := setFlag(fs)
+	device := deviceFlag(fs)
 	set, code, ok := parseArgs(fs, args, stdout, stderr, "iters", "eval-tasks", "jobs")
 	if !ok {
 		return e, code, false
@@ -89,6 +93,11 @@ func parseExperiment(args []string, stdout, stderr io.Writer) (e experimentOpts,
 	if _, err := minutesFlag("experiment", set["minutes"], *minutes); err != nil {
 		return refuse(err)
 	}
+	var err error
+	if e.device, err = deviceSelection("experiment", set, *device); err != nil {
+		return refuse(err)
+	}
+	e.deviceGiven = set["device"]
 	if e.resume != "" {
 		if err := checkResume(fs, set); err != nil {
 			return refuse(err)
@@ -114,7 +123,6 @@ func parseExperiment(args []string, stdout, stderr io.Writer) (e experimentOpts,
 	}
 	// --iters and --eval-tasks are shorthands of --set iters and
 	// eval_tasks; they are options too, which experiment.json records.
-	var err error
 	if e.ov, err = overrides(fs, set, sets, "iters", "eval-tasks"); err != nil {
 		return refuse(err)
 	}
@@ -165,6 +173,14 @@ func parseExperiment(args []string, stdout, stderr io.Writer) (e experimentOpts,
 // or with a sweep engine, evaluates them and draws its results.
 func (e experimentOpts) run(stdout, stderr io.Writer) int {
 	o, ov, dir := e.opts, e.ov, e.out
+	device, release, err := useDevice("experiment", e.device, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer release()
+	if e.deviceGiven {
+		defer forwardDevice(e.device)()
+	}
 	if e.resume != "" {
 		m, err := experiments.LoadManifest(e.resume)
 		if err != nil {
@@ -195,7 +211,6 @@ func (e experimentOpts) run(stdout, stderr io.Writer) int {
 			o.Preset = rc.Preset
 		}
 	}
-	var err error
 	o.Data = e.data
 
 	r := &experiments.Runner{Dir: dir, Options: o, Overrides: ov, Baselines: experiments.DefaultBaselines()}
@@ -227,7 +242,7 @@ func (e experimentOpts) run(stdout, stderr io.Writer) int {
 	if !e.quiet {
 		budget, _ := engine.MinutesBudget(o.Minutes) // checked above, or recorded by the experiment
 		r.Progress = progressLines(stdout, budget)
-		fmt.Fprintf(stdout, "experiment %s, preset %s → %s\n", o.Experiment, o.Preset, dir)
+		fmt.Fprintf(stdout, "experiment %s, preset %s%s → %s\n", o.Experiment, o.Preset, onDevice(device), dir)
 	}
 	// The experiment is a sweep underneath: its training runs are units
 	// of a sweep in its directory, so sweep status, cancel and resume,

@@ -71,6 +71,7 @@ var metavars = map[string]string{
 	"set": "KEY=VALUE", "minutes": "M", "engine": "local|slurm", "format": "csv|json", "split": "all|test",
 	"sources": "a,b", "test-sources": "a,b", "bases": "D", "ways": "N,..", "shots": "K,..", "slurm": "FILE",
 	"sort": "KEY", "runs": "[DIR]", "filter": "TEXT", "dir": "DIR", "from": "URL|DIR|FILE", "backbone": "NAME", "channels": "1|3", "support-shift": "R", "index": "I", "jobs": "K",
+	"device": "cpu|opencl[:N]|auto",
 }
 
 // commandMetavars name the value of a flag whose meaning is the
@@ -427,6 +428,9 @@ var environment = []struct{ name, help string }{
 	{"MKBENCH_DATA", "the folder holding the data sets, one folder each (omniglot, cifarfs, miniimagenet, domainnet, embeddings, …); --data overrides it for a command (default ./data, else ../shared/data)"},
 	{"MKBENCH_CACHE", "where decoded data sets are cached (default the mkbench folder of the user's cache directory: $XDG_CACHE_HOME or ~/.cache on Linux)"},
 	{"MKBENCH_MD_STREAM", "1: read every Meta-Dataset source from its records as images are drawn instead of decoding it whole (for a machine short of memory)"},
+	{"MKBENCH_DEVICE", "the device of run, eval, experiment, tui and sweep units when --device is not given: cpu, opencl, opencl:N or auto (default cpu); sweep run and resume pass their --device to the workers through it (docs/gpu.md)"},
+	{"MKBENCH_OPENCL_LIB, MKBENCH_CLBLAST_LIB", "the files of the OpenCL loader and of CLBlast to load instead of libOpenCL.so.1 and libclblast.so.1 (a GPU host without the packages)"},
+	{"OCL_ICD_VENDORS, POCL_CACHE_DIR", "read by the OpenCL loader (the vendor drivers: a folder of .icd files or a driver's file) and by PoCL (where it keeps compiled kernels): not mkbench's own"},
 	{"CI", "set (to anything): mkbench never opens the workbench, and tests that need data they do not find fail instead of skipping"},
 	{"NO_COLOR", "set: the workbench draws without colour (overlaid curves are then told apart by their marks)"},
 	{"SLURM_JOB_ID, SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, SLURM_RESTART_COUNT", "set by Slurm: a sweep's worker records its job in the run's lock and counts requeues (mkbench sets none of them)"},

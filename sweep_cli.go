@@ -204,6 +204,7 @@ func cmdSweepRun(file string, args []string, stdout, stderr io.Writer) int {
 	dry := fs.Bool("dry-run", false, "slurm engine: write DIR/sweep.sbatch and submit nothing")
 	data := fs.String("data", "", dataHelp+"; with slurm, a folder every node sees")
 	quiet := fs.Bool("quiet", false, "print only the results")
+	device := deviceFlag(fs)
 	set, code, ok := sweepFlags(fs, file, "sweep file FILE", args, stdout, stderr)
 	if !ok {
 		return code
@@ -220,6 +221,11 @@ func cmdSweepRun(file string, args []string, stdout, stderr io.Writer) int {
 	if *dry && *engineName != "slurm" {
 		return fail(stderr, errors.New("sweep run: --dry-run applies to --engine slurm (it writes the job script); see the units with mkbench sweep plan FILE"))
 	}
+	restore, err := workersDevice("sweep run", set, *device, *engineName, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer restore()
 	f, source, err := readSweepFile(file)
 	if err != nil {
 		return fail(stderr, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/internal/runfile"
@@ -87,6 +88,7 @@ func cmdSweepResume(dir string, args []string, stdout, stderr io.Writer) int {
 	engineName, jobs, wait := engineFlags(fs)
 	quiet := fs.Bool("quiet", false, "print only the results")
 	retry := fs.Bool("retry-failed", false, "also run again the units that failed for good (bad settings, a diverged loss, no progress, a worker that died 3 times in a row), after fixing the cause")
+	device := deviceFlag(fs)
 	set, code, ok := sweepFlags(fs, dir, "sweep directory DIR", args, stdout, stderr)
 	if !ok {
 		return code
@@ -104,6 +106,11 @@ func cmdSweepResume(dir string, args []string, stdout, stderr io.Writer) int {
 	if err := checkEngine(*engineName); err != nil {
 		return fail(stderr, fmt.Errorf("sweep resume: %w", err))
 	}
+	restore, err := workersDevice("sweep resume", set, *device, *engineName, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer restore()
 	st, err := sweep.ReadStatus(dir)
 	if err != nil {
 		return fail(stderr, err)
@@ -219,12 +226,27 @@ func cmdSweepWork(dir string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("sweep work")
 	index := fs.Int("index", -1, "the unit's index, from 0 (required; a Slurm array task passes $SLURM_ARRAY_TASK_ID)")
 	lockWait := fs.Duration("lock-wait", 10*time.Minute, "how long to wait for a unit another live worker holds")
+	device := deviceFlag(fs)
 	set, code, ok := sweepFlags(fs, dir, "sweep directory DIR", args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	if !set["index"] || *index < 0 {
 		return fail(stderr, errors.New("sweep work: --index I (≥ 0) is required"))
+	}
+	sel, err := deviceSelection("sweep work", set, *device)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	// The engines start workers without --device: the coordinator's
+	// reaches them as $MKBENCH_DEVICE (workersDevice).
+	label, release, err := useDevice("sweep work", sel, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer release()
+	if label != engine.CPU {
+		fmt.Fprintf(stdout, "unit %d runs on %s\n", *index, label)
 	}
 	ctx, cancel := stopContext()
 	defer cancel()
@@ -237,7 +259,7 @@ func cmdSweepWork(dir string, args []string, stdout, stderr io.Writer) int {
 			return experiments.TrainBaseline(ctx, u.TrainingRun(), bf, unitDir, m.Data)
 		}
 	}
-	err := w.Work(ctx, *index)
+	err = w.Work(ctx, *index)
 	switch {
 	case err == nil:
 		return 0

@@ -48,6 +48,11 @@ type Checkpoint struct {
 	// run resumed into its final evaluation reports them truly.
 	Last      StepStats
 	MsPerIter float64
+	// Device is the device that computed the checkpoint's last steps
+	// (DeviceLabel's form), "" for the CPU: left empty there so that a CPU
+	// run's checkpoint is what it was before devices. A resume on another
+	// device says its bytes differ from there on (DeviceChangeNote).
+	Device string
 
 	unverified bool // read from a file without checksum (format 1)
 }
@@ -58,7 +63,16 @@ func (c *Checkpoint) Unverified() bool { return c.unverified }
 
 func newCheckpoint(preset, source string, m *Model, opt *Optimizer, iter int, win window, trainSec float64) *Checkpoint {
 	return &Checkpoint{Version: checkpointVersion, Preset: preset, Source: source, Config: m.Cfg, Iter: iter,
-		Params: m.Params.List, Buffers: bnBuffers(m.Cfg.ResNet, m.BN), Optimizer: opt, State: m.State, Window: win, TrainSeconds: trainSec}
+		Params: m.Params.List, Buffers: bnBuffers(m.Cfg.ResNet, m.BN), Optimizer: opt, State: m.State, Window: win, TrainSeconds: trainSec,
+		Device: checkpointDevice(m)}
+}
+
+// checkpointDevice is Checkpoint.Device for a checkpoint of m.
+func checkpointDevice(m *Model) string {
+	if d := m.Device(); d != CPU {
+		return d
+	}
+	return ""
 }
 
 // The checkpoint file format (checkpoint.gob, best.gob): a 24-byte header,

@@ -123,6 +123,7 @@ func NewModel(cfg Config, src task.Source) (*Model, error) {
 		return nil, fmt.Errorf("engine: the config asks for varying episodes, and the task family %s draws episodes of one shape", src.Name())
 	}
 	m := &Model{Cfg: cfg, Src: src, graphs: map[shape]*graph{}, stages: map[shape]*staged{}}
+	m.pool.SetDevice(currentDevice()) // before the first graph: its kernels choose their device as they are made
 	m.Params = newParams(cfg, src.InDim(), src.OutDim(), task.Stream(cfg.Seed, streamInit, 0))
 	if cfg.UsesResNet() {
 		m.BN = ops.NewResNetStats(*cfg.ResNet)

@@ -180,6 +180,11 @@ func Run(ctx context.Context, cfg Config, src task.Source, opts RunOptions, obs 
 	}
 	r.m.EvalProgress = opts.EvalProgress
 	defer r.close()
+	if r.from != nil {
+		if n := DeviceChangeNote(r.from.Device, r.m.Device(), r.from.Iter); n != "" {
+			res.note("%s", n)
+		}
+	}
 	if err := r.init(ctx); err != nil {
 		return res, err
 	}

@@ -91,7 +91,7 @@ func (r *run) summary(l *Loop, ev *EvalResult, which string, evalTime time.Durat
 	return Summary{Preset: r.opts.Preset, Variant: cfg.Variant(), Source: r.src.Name(), Seed: cfg.Seed,
 		Iters: l.End, TrainSeconds: r.res.TrainSeconds, MsPerIter: r.res.MsPerIter,
 		EvalSeconds: evalTime.Seconds(), Eval: ev, EvalCheckpoint: which, BestIter: r.best.iter, BestVal: bestEv,
-		Params:     r.m.Params.Count(),
+		Params: r.m.Params.Count(), Device: r.m.Device(),
 		Final:      MetricsRow{Iter: l.End, Loss: st.Loss, Data: st.Data, KL: st.KL, ELBO: -st.Loss, Lambda: st.Lambda, LR: cfg.LRAt(max(l.End-1, 0)), GradNorm: st.GradNorm},
 		GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(), Finished: time.Now().UTC(), Config: cfg}
 }

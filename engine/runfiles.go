@@ -157,11 +157,16 @@ type Summary struct {
 	// tested on several (Meta-Dataset); Eval is then their mean.
 	EvalBySource map[string]*EvalResult `json:"eval_by_source,omitempty"`
 	Params       int                    `json:"params"`
-	Final        MetricsRow             `json:"final"`
-	GOMAXPROCS   int                    `json:"gomaxprocs"`
-	GoVersion    string                 `json:"go_version"`
-	Finished     time.Time              `json:"finished"`
-	Config       Config                 `json:"config"`
+	// Device is where the run's last part trained and its evaluation
+	// ran: "cpu" or "opencl:N NAME (PLATFORM)"; absent in summaries
+	// written before devices (all on the CPU). It is not a setting: the
+	// config is the same on either device.
+	Device     string     `json:"device,omitempty"`
+	Final      MetricsRow `json:"final"`
+	GOMAXPROCS int        `json:"gomaxprocs"`
+	GoVersion  string     `json:"go_version"`
+	Finished   time.Time  `json:"finished"`
+	Config     Config     `json:"config"`
 }
 
 // OwnFile reports whether name is the name of a file the engine writes
