@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/opencl"
+	"github.com/mkbench/mkbench/internal/testutil"
+)
+
+// oneLine fails t unless s is one line (a refusal's whole text).
+func oneLine(t *testing.T, what, s string) {
+	t.Helper()
+	if strings.Count(strings.TrimRight(s, "\n"), "\n") != 0 || s == "" {
+		t.Errorf("%s: want one line, got %q", what, s)
+	}
+}
+
+// A bad --device, or $MKBENCH_DEVICE, is one line naming where it came
+// from, the values taken and the nearest one, before anything is read.
+func TestDeviceBadValue(t *testing.T) {
+	runDir := filepath.Join(t.TempDir(), "never")
+	cases := []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"run", "--preset", "sine-5shot", "--device", "opnecl"}, "", `run: --device "opnecl" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto; did you mean opencl?`},
+		{[]string{"run", "--preset", "sine-5shot", "--device", "gpu"}, "", `run: --device "gpu" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto`},
+		{[]string{"run", "--preset", "sine-5shot", "--device", "opencl:one"}, "", `run: --device "opencl:one": "one" is not a device number`},
+		{[]string{"run", "--preset", "sine-5shot", "--out", runDir}, "autoo", `run: $MKBENCH_DEVICE "autoo" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto; did you mean auto?`},
+		{[]string{"run", "--resume", runDir, "--device", "cpuu"}, "", `run: --device "cpuu" is not known`},
+		{[]string{"eval", "--run", runDir, "--device", "opencl:-1"}, "", `eval: --device "opencl:-1": "-1" is not a device number`},
+		{[]string{"experiment", "ablation", "--preset", "sine-5shot", "--device", "cu"}, "", `experiment: --device "cu" is not known`},
+		{[]string{"tui", "--device", "x"}, "", `tui: --device "x" is not known`},
+		{[]string{"sweep", "run", "grid.yaml", "--device", "openlc"}, "", `sweep run: --device "openlc" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto; did you mean opencl?`},
+		{[]string{"sweep", "resume", runDir, "--device", "x"}, "", ""}, // the sweep's directory is read first: its own refusal
+		{[]string{"sweep", "work", runDir, "--index", "0"}, "nope", `sweep work: $MKBENCH_DEVICE "nope" is not known`},
+	}
+	for _, c := range cases {
+		t.Setenv(deviceEnv, c.env)
+		so, se, code := mkbench(t, c.args...)
+		if code != 1 || so != "" {
+			t.Errorf("%v (MKBENCH_DEVICE=%q): exit %d, stdout %q", c.args, c.env, code, so)
+		}
+		oneLine(t, strings.Join(c.args, " "), se)
+		if !strings.Contains(se, c.want) {
+			t.Errorf("%v (MKBENCH_DEVICE=%q): stderr %q, want %q", c.args, c.env, se, c.want)
+		}
+	}
+	if _, err := os.Stat(runDir); err == nil {
+		t.Errorf("a refused --device made %s", runDir)
+	}
+}
+
+// runBinary runs the built mkbench in a process of its own, with env added
+// and $MKBENCH_RUNS a new folder: the OpenCL loader is loaded once per
+// process, so a test of a missing one cannot run in this process once
+// another test loaded PoCL.
+func runBinary(t *testing.T, env []string, args ...string) (so, se string, code int, runs string) {
+	t.Helper()
+	runs = t.TempDir()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), append([]string{"MKBENCH_RUNS=" + runs}, env...)...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code, runs
+}
+
+// An explicit opencl without its loader is one line naming the file and
+// the package, exit 1, and nothing written; auto runs on the CPU, saying
+// why in one line; cpu never loads the loader, so it cannot miss it.
+func TestDeviceWithoutLoader(t *testing.T) {
+	noLoader := []string{"MKBENCH_OPENCL_LIB=" + filepath.Join(t.TempDir(), "libOpenCL.so.1")}
+	so, se, code, runs := runBinary(t, noLoader, "run", "--preset", "sine-5shot", "--iters", "5", "--device", "opencl")
+	if code != 1 || so != "" || !strings.Contains(se, "run: device opencl: no OpenCL loader") || !strings.Contains(se, "apt-get install ocl-icd-libopencl1") {
+		t.Errorf("run --device opencl without a loader: exit %d, stdout %q, stderr %q", code, so, se)
+	}
+	oneLine(t, "run --device opencl without a loader", se)
+	if ents, _ := os.ReadDir(runs); len(ents) != 0 {
+		t.Errorf("a refused device left %d entries in the runs root", len(ents))
+	}
+	_, se, code, _ = runBinary(t, append(noLoader, deviceEnv+"=opencl:0"), "eval", "--model", "sine-5shot")
+	if code != 1 || !strings.Contains(se, "eval: device opencl:0: no OpenCL loader") {
+		t.Errorf("eval with MKBENCH_DEVICE=opencl:0 without a loader: exit %d, stderr %q", code, se)
+	}
+	so, se, code, _ = runBinary(t, noLoader, "devices")
+	if code != 1 || so != "" || !strings.Contains(se, "devices: no OpenCL loader") {
+		t.Errorf("devices without a loader: exit %d, stdout %q, stderr %q", code, so, se)
+	}
+	oneLine(t, "devices without a loader", se)
+	if so, _, code, _ = runBinary(t, noLoader, "devices", "--json"); code != 1 || strings.TrimSpace(so) != "[]" {
+		t.Errorf("devices --json without a loader: exit %d, stdout %q, want []", code, so)
+	}
+	dir := "r"
+	so, se, code, runs = runBinary(t, noLoader, "run", "--preset", "sine-5shot", "--iters", "5", "--eval-tasks", "5", "--device", "auto", "--out", dir)
+	if code != 0 || !strings.Contains(se, "note: device auto: no OpenCL loader") || !strings.Contains(se, "running on the CPU") {
+		t.Fatalf("run --device auto without a loader: exit %d, stdout %q, stderr %q", code, so, se)
+	}
+	oneLine(t, "auto without a loader", se)
+	if _, _, code, _ := runBinary(t, noLoader, "run", "--preset", "sine-5shot", "--iters", "5", "--eval-tasks", "5", "--device", "cpu"); code != 0 {
+		t.Errorf("run --device cpu with a missing loader named: exit %d", code)
+	}
+}
+
+// openCLDevices skips the test without an OpenCL platform (fails with
+// CI=true).
+func openCLDevices(t *testing.T) []opencl.DeviceInfo {
+	t.Helper()
+	devs, err := opencl.Devices()
+	testutil.OpenCL(t, err)
+	return devs
+}
+
+// mkbench devices lists the devices --device takes, in the table and as
+// JSON, in opencl:N order.
+func TestDevicesCommand(t *testing.T) {
+	devs := openCLDevices(t)
+	so, se, code := mkbench(t, "devices")
+	if code != 0 || se != "" || !strings.HasPrefix(so, "DEVICE") {
+		t.Fatalf("devices: exit %d, stdout %q, stderr %q", code, so, se)
+	}
+	if lines := strings.Split(strings.TrimSpace(so), "\n"); len(lines) != len(devs)+1 || !strings.Contains(lines[1], devs[0].Name) || !strings.HasPrefix(lines[1], "opencl:0") {
+		t.Errorf("devices: want a heading and %d rows naming %s, got\n%s", len(devs), devs[0].Name, so)
+	}
+	so, _, code = mkbench(t, "devices", "--json")
+	var rows []deviceRow
+	if err := json.Unmarshal([]byte(so), &rows); err != nil || code != 0 {
+		t.Fatalf("devices --json: exit %d, %v: %s", code, err, so)
+	}
+	if len(rows) != len(devs) || rows[0].Device != "opencl:0" || rows[0].Name != devs[0].Name || rows[0].ComputeUnits != devs[0].ComputeUnits || rows[0].Memory != devs[0].GlobalMem || rows[0].Memory == 0 {
+		t.Errorf("devices --json: %+v, want the devices %+v", rows, devs)
+	}
+	if _, se, code := mkbench(t, "devices", "extra"); code != 1 || !strings.Contains(se, `unexpected argument "extra"`) {
+		t.Errorf("devices extra: exit %d, %q", code, se)
+	}
+}
+
+// readSummary is dir's summary.json.
+func readSummary(t *testing.T, dir string) engine.Summary {
+	t.Helper()
+	var s engine.Summary
+	if err := json.Unmarshal(testutil.ReadFile(t, filepath.Join(dir, engine.FileSummary)), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A run on a device records it in summary.json and its checkpoint, not
+// in config.json; resumed on another device, it says in one line that its
+// bytes differ from there on, and on the same device says nothing.
+func TestDeviceRecordedAndResumeElsewhere(t *testing.T) {
+	devs := openCLDevices(t)
+	cpuDir := filepath.Join(t.TempDir(), "cpu")
+	if so, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--iters", "20", "--eval-tasks", "5", "--out", cpuDir, "--quiet"); code != 0 {
+		t.Fatalf("cpu run: exit %d\n%s%s", code, so, se)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	so, se, code := mkbench(t, "run", "--preset", "sine-5shot", "--iters", "20", "--eval-tasks", "5", "--out", dir, "--device", "opencl:0")
+	if code != 0 {
+		t.Fatalf("run --device opencl:0: exit %d\n%s%s", code, so, se)
+	}
+	if engine.DeviceLabel() != engine.CPU {
+		t.Errorf("after the command the engine still builds models on %s", engine.DeviceLabel())
+	}
+	label := "opencl:0 " + devs[0].Name + " (" + devs[0].PlatformName + ")"
+	if !strings.Contains(so, "20 iterations on "+label+" → ") {
+		t.Errorf("the start line does not name the device %q:\n%s", label, so)
+	}
+	if s := readSummary(t, dir); s.Device != label {
+		t.Errorf("summary.json device %q, want %q", s.Device, label)
+	}
+	if s := readSummary(t, cpuDir); s.Device != engine.CPU {
+		t.Errorf("a CPU run's summary.json device %q, want cpu", s.Device)
+	}
+	if !bytes.Equal(testutil.ReadFile(t, filepath.Join(dir, engine.FileConfig)), testutil.ReadFile(t, filepath.Join(cpuDir, engine.FileConfig))) {
+		t.Error("config.json differs between the CPU and the device: the device is no setting")
+	}
+	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+	if err != nil || ck.Device != label {
+		t.Fatalf("the checkpoint records device %q (%v), want %q", ck.Device, err, label)
+	}
+	// On the CPU from the device's checkpoint: one line, at the start.
+	so, se, code = mkbench(t, "run", "--resume", dir, "--iters", "30")
+	if code != 0 {
+		t.Fatalf("resume on the CPU: exit %d\n%s%s", code, so, se)
+	}
+	want := "note: the checkpoint was written on " + label + " and the run continues on cpu: its numbers agree within tolerances, but its bytes differ from an uninterrupted run's from iteration 20 on"
+	if strings.Count(se, "bytes differ") != 1 || !strings.Contains(se, want) {
+		t.Errorf("resume on another device: stderr %q, want once %q", se, want)
+	}
+	if s := readSummary(t, dir); s.Device != engine.CPU {
+		t.Errorf("summary.json after the CPU's part: device %q, want cpu", s.Device)
+	}
+	// On the CPU again, and with the device on a CPU run: the same device
+	// says nothing; another says it again.
+	if _, se, code = mkbench(t, "run", "--resume", dir, "--iters", "40"); code != 0 || strings.Contains(se, "bytes differ") {
+		t.Errorf("resume on the same device: exit %d, stderr %q", code, se)
+	}
+	t.Setenv(deviceEnv, "opencl:0")
+	if _, se, code = mkbench(t, "run", "--resume", dir, "--iters", "50"); code != 0 || !strings.Contains(se, "written on cpu and the run continues on "+label) {
+		t.Errorf("resume with MKBENCH_DEVICE=opencl:0: exit %d, stderr %q", code, se)
+	}
+	if _, se, code = mkbench(t, "run", "--resume", dir, "--iters", "60", "--device", "opencl"); code != 0 || strings.Contains(se, "bytes differ") {
+		t.Errorf("resume on the same device as opencl: exit %d, stderr %q", code, se)
+	}
+	// eval on a device says where it ran.
+	so, se, code = mkbench(t, "eval", "--run", dir, "--eval-tasks", "5")
+	if code != 0 || !strings.Contains(so, "checkpoint) on "+label) {
+		t.Errorf("eval with MKBENCH_DEVICE=opencl:0: exit %d, stdout %q, stderr %q", code, so, se)
+	}
+}
+
+// --device cpu, given or in $MKBENCH_DEVICE, is the CPU engine as before:
+// the same bytes as a run without it.
+func TestDeviceCPUChangesNoByte(t *testing.T) {
+	run := func(env string, extra ...string) string {
+		t.Setenv(deviceEnv, env)
+		dir := filepath.Join(t.TempDir(), "run")
+		args := append([]string{"run", "--preset", "sine-5shot", "--iters", "20", "--eval-tasks", "5", "--out", dir, "--quiet"}, extra...)
+		if so, se, code := mkbench(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, so, se)
+		}
+		return dir
+	}
+	base := run("")
+	for _, dir := range []string{run("", "--device", "cpu"), run("cpu"), run("auto", "--device", "cpu")} {
+		for _, f := range []string{engine.FileMetrics, engine.FileConfig} {
+			if !bytes.Equal(testutil.ReadFile(t, filepath.Join(base, f)), testutil.ReadFile(t, filepath.Join(dir, f))) {
+				t.Errorf("%s differs with the CPU device named", f)
+			}
+		}
+		a, b := readSummary(t, base), readSummary(t, dir)
+		if a.Eval.Mean != b.Eval.Mean || a.Eval.CI95 != b.Eval.CI95 || a.Final != b.Final || a.Device != engine.CPU || b.Device != engine.CPU {
+			t.Errorf("summary.json differs with the CPU device named: eval %v / %v, final %+v / %+v, device %q / %q", a.Eval, b.Eval, a.Final, b.Final, a.Device, b.Device)
+		}
+		ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+		if err != nil || ck.Device != "" {
+			t.Errorf("a CPU checkpoint records device %q (%v), want none", ck.Device, err)
+		}
+	}
+}
