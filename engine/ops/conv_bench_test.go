@@ -41,12 +41,16 @@ func convReport(b *testing.B, cpu0 time.Duration, flops float64) {
 // convBenchKernel returns a kernel with its buffers sized, and a problem of
 // conv4Batch images.
 func convBenchKernel(b *testing.B) (*ConvKernel, *convProblem) {
-	k, err := NewConvKernel(nil, conv4Omniglot)
+	return convBenchKernelOn(b, nil)
+}
+
+// convBenchKernelOn is convBenchKernel for a kernel of pool p.
+func convBenchKernelOn(b *testing.B, p *Pool) (*ConvKernel, *convProblem) {
+	k, err := NewConvKernel(p, conv4Omniglot)
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := newConvProblem(conv4Omniglot, conv4Batch, 1)
-	return k, p
+	return k, newConvProblem(conv4Omniglot, conv4Batch, 1)
 }
 
 // BenchmarkConv4Forward times the evaluation forward pass (no dropout) of
@@ -68,6 +72,22 @@ func BenchmarkConv4Forward(b *testing.B) {
 // plain kernel (BenchmarkConv4Step without gorgonia and Adam).
 func BenchmarkConv4Kernel(b *testing.B) {
 	k, p := convBenchKernel(b)
+	benchConv4Kernel(b, k, p)
+}
+
+// BenchmarkConv4KernelDevice is BenchmarkConv4Kernel on the first OpenCL
+// device (skipped without one): the weights going up, the images and the
+// output gradient converted and sent, the features and gradients read
+// back, as a training step does. On PoCL it measures the path's overhead,
+// not a GPU's speed; cpu-ms/op counts the host's share.
+func BenchmarkConv4KernelDevice(b *testing.B) {
+	pool := &Pool{}
+	pool.SetDevice(testDevice(b))
+	k, p := convBenchKernelOn(b, pool)
+	benchConv4Kernel(b, k, p)
+}
+
+func benchConv4Kernel(b *testing.B, k *ConvKernel, p *convProblem) {
 	out, gws, gbs := p.run(b, k, 0, true)
 	b.ReportAllocs()
 	cpu0 := convCPUTime()

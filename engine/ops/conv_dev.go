@@ -32,7 +32,7 @@ type convDev struct {
 
 	N      int
 	chunks [][2]int
-	group  []int // images per product, per block: the column buffer's share
+	group  []int // images per product, per block: as many as the column buffer holds (backward: within a chunk)
 	actOff []int // where block l's input starts in act (l = L: the output)
 	argOff []int
 	wOff   []int // block l's wt (k1×F), then its wrot (9F×cin) for l ≥ 1
@@ -139,10 +139,8 @@ func (d *convDev) resize(N int) error {
 	d.N = 0 // until every buffer is there
 	nc := min(N, convChunks)
 	d.chunks = d.chunks[:0]
-	chunk := 0
 	for ci := range nc {
 		d.chunks = append(d.chunks, [2]int{ci * N / nc, (ci + 1) * N / nc})
-		chunk = max(chunk, d.chunks[ci][1]-d.chunks[ci][0])
 	}
 	nf, L := d.spec.Filters, len(d.ls)
 	d.group = d.group[:0]
@@ -154,7 +152,7 @@ func (d *convDev) resize(N int) error {
 			width = max(width, 9*nf)
 			g = max(g, N*ly.p*ly.cin)
 		}
-		n := max(1, min(chunk, convDevColCap/(ly.p*width)))
+		n := max(1, min(N, convDevColCap/(ly.p*width)))
 		d.group = append(d.group, n)
 		col = max(col, n*ly.p*width)
 		z = max(z, n*ly.p*nf)
