@@ -295,3 +295,32 @@ func (p *convProblem) runErr(k *ConvKernel) ([]float64, [][]float64, error) {
 	err := k.Forward(p.N, p.x, p.ws, p.bs, 1, true, out)
 	return out, nil, err
 }
+
+// TestConvDevGraph: the gorgonia op runs on its pool's device unchanged:
+// through a tape machine, two training steps give the CPU kernel's output
+// and gradients within 1e-5.
+func TestConvDevGraph(t *testing.T) {
+	dev := testDevice(t)
+	spec := ConvSpec{Channels: 1, Height: 28, Width: 28, Blocks: 4, Filters: 16, Keep: 0.9}
+	p := newConvProblem(spec, 5, 9)
+	cg := newConvGraph(t, p)
+	pool := &Pool{}
+	pool.SetDevice(dev)
+	cg.op.kern.pool = pool // as if the net had been made with it
+	vm := cg.machine()
+	defer vm.Close()
+	for step, seed := range []uint64{5, 6} {
+		vm.Reset()
+		cg.net.SetStep(seed, true)
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := cg.op.kern.cur.(*convDev); !ok {
+			t.Fatalf("the op of a pool with a device ran %T", cg.op.kern.cur)
+		}
+		gs := cg.grads(t)
+		out, gws, gbs := p.run(t, newConvKernelPrec(t, spec, false), seed, true)
+		convDevCompare(t, fmt.Sprintf("step %d", step), 1e-5, [][]float64{cg.out.Value().Data().([]float64)}, gs[:spec.Blocks], gs[spec.Blocks:],
+			[][]float64{out}, gws, gbs)
+	}
+}
