@@ -324,3 +324,43 @@ func TestConvDevGraph(t *testing.T) {
 			[][]float64{out}, gws, gbs)
 	}
 }
+
+// TestConvDevUploads: what goes up is the CPU's float32, bit for bit: the
+// images as float32() converts them, and every block's packed weights,
+// bias row and rotated filters as the CPU's im2col path holds them.
+func TestConvDevUploads(t *testing.T) {
+	dev := testDevice(t)
+	spec := ConvSpec{Channels: 3, Height: 9, Width: 7, Blocks: 3, Filters: 6, Keep: 0.8}
+	p := newConvProblem(spec, 3, 4)
+	p.x[5], p.ws[1][7] = 1.0000000596046448, 0.1+1e-12 // values that round
+	kd := newConvDevKernel(t, dev, spec)
+	kc := newConvKernelPath(t, spec, false, convPathIm2col)
+	p.forward(t, kd, 1, true)
+	p.forward(t, kc, 1, true)
+	d := kd.dev
+	x := make([]float32, len(p.x))
+	if err := opencl.Read(d.r.act, 0, x); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range p.x {
+		if math.Float32bits(x[i]) != math.Float32bits(float32(v)) {
+			t.Fatalf("image value %d went up as %v, want float32(%v) = %v", i, x[i], v, float32(v))
+		}
+	}
+	w := make([]float32, d.wLen)
+	if err := opencl.Read(d.r.w, 0, w); err != nil {
+		t.Fatal(err)
+	}
+	for l, ly := range d.ls {
+		want := kc.c32.wt[l]
+		if l > 0 {
+			want = append(slices.Clone(want), kc.c32.wrot[l]...)
+		}
+		got := w[d.wOff[l]:][:len(want)]
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("block %d (cin %d): weight value %d went up as %v, the CPU holds %v", l, ly.cin, i, got[i], want[i])
+			}
+		}
+	}
+}
