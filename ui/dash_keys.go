@@ -2,6 +2,7 @@ package ui
 
 import (
 	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/mkbench/mkbench/engine"
 )
@@ -79,4 +80,23 @@ func (k dashKeys) groups() []helpGroup {
 // which the experiment drives): they change what is drawn, nothing else.
 func (k dashKeys) viewOnly() helpGroup {
 	return helpGroup{"View", []key.Binding{k.NextPane, k.PrevPane, k.Zoom, k.EMA, k.LogY, k.DimNext, k.DimPrev, k.PairX, k.PairY}}
+}
+
+// navigate: esc goes back (to the picker, the runs training on; from a
+// run opened from its files, to whatever opened it), X opens the
+// experiments screen (on the opened run), R the runs screen.
+func (d *dashboard) navigate(msg tea.KeyMsg) tea.Msg {
+	k := d.keys
+	switch {
+	case key.Matches(msg, k.Back):
+		return backMsg{}
+	case key.Matches(msg, k.Experiments) && d.opened:
+		return openExperimentsMsg{onOpened: true}
+	case d.opened:
+	case key.Matches(msg, k.Experiments):
+		return openExperimentsMsg{preset: d.preset.Name}
+	case key.Matches(msg, k.Runs):
+		return openRunsMsg{}
+	}
+	return nil
 }

@@ -19,8 +19,11 @@
 // overlays the loss curves of the units marked, and fills in the results
 // over seeds as units finish. Each of the six is a component (component.go): a bubbletea model with a SetSize
 // and a help.KeyMap. Window sizes and run data go to every component,
-// keys only to the one showing; the root itself answers quit, help and
-// the keys that move between screens. Letters typed faster than the
+// keys only to the one showing; the root itself answers quit and help.
+// A screen never switches to another: its keys that lead elsewhere (esc
+// back, X, R, w) become navigation messages (backMsg, openRunsMsg, …;
+// navigate.go) that the root alone handles, knowing where each screen was
+// opened from. Letters typed faster than the
 // terminal is read arrive from bubbletea as one event ("jj"); the root
 // splits them into one key each, except into a text field with focus and
 // for a bracketed paste. The help overlay scrolls where its

@@ -1,6 +1,9 @@
 package ui
 
-import "github.com/charmbracelet/bubbles/key"
+import (
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+)
 
 // expKeys are the experiments screen's keys. The picker and the
 // dashboard each have their own key that opens the screen.
@@ -55,4 +58,13 @@ func (k expKeys) resultsHelp(running bool) []key.Binding {
 		return []key.Binding{short(k.ShowRun, "current run's dashboard"), short(k.Quit, "stop & quit"), k.Help}
 	}
 	return []key.Binding{short(k.ShowRun, "last run's dashboard"), short(k.Back, "new experiment"), k.Help, short(k.Quit, "quit")}
+}
+
+// navigate: esc on the setup form goes back to the screen the
+// experiments screen was opened from.
+func (s *expScreen) navigate(msg tea.KeyMsg) tea.Msg {
+	if s.stage == expSetup && key.Matches(msg, s.keys.Back) {
+		return backMsg{}
+	}
+	return nil
 }

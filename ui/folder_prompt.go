@@ -229,3 +229,11 @@ var (
 	_ component  = (*folderPrompt)(nil)
 	_ titledHelp = (*folderPrompt)(nil)
 )
+
+// navigate: esc goes back to the picker.
+func (f *folderPrompt) navigate(msg tea.KeyMsg) tea.Msg {
+	if msg.String() == "esc" {
+		return backMsg{}
+	}
+	return nil
+}

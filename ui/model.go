@@ -133,10 +133,7 @@ func New(opts Options) Model {
 	budget, budgetErr := engine.MinutesBudget(opts.Minutes)
 	sess.Budget = budget
 	reg := &expRegistry{}
-	root := opts.Root
-	if root == "" {
-		root = presets.RunsRoot()
-	}
+	root := opts.runsRoot()
 	_, shipped, damaged := opts.models()
 	m := Model{opts: opts, theme: t, keys: newGlobalKeys(), picker: newPicker(t, newPickerKeys(), presets.All(), shipped),
 		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), folder: newFolderPrompt(t, sess.Overrides),
@@ -171,6 +168,17 @@ func (o Options) runOverrides() presets.Overrides {
 	}
 	return ov
 }
+
+// runsRoot is the runs root: Root, else presets.RunsRoot().
+func (o Options) runsRoot() string {
+	if o.Root == "" {
+		return presets.RunsRoot()
+	}
+	return o.Root
+}
+
+// runsRoot is the runs root of the options.
+func (m Model) runsRoot() string { return m.opts.runsRoot() }
 
 // Session is where the model's runs live.
 func (m Model) Session() *session.Session { return m.sess }
@@ -242,8 +250,8 @@ func (m Model) toAll(msg tea.Msg) tea.Cmd {
 }
 
 // Update routes messages: sizes and run data to every component, keys
-// only to the one showing; the root itself answers quit, help, and the
-// keys that move between screens.
+// only to the one showing; the root itself answers quit and help, and
+// the navigation messages that move between screens (navigate.go).
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
@@ -330,6 +338,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		_, cmd := m.runs.Update(msg) // the runs screen's, wherever the user is
 		return m, cmd
 
+	case backMsg, openRunsMsg, openSweepMsg, openExperimentsMsg:
+		return m.navigate(msg)
+
 	case signalMsg: // SIGHUP, SIGTERM, SIGINT: as q
 		return m.quit()
 
@@ -345,11 +356,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // there is moved aside, which the opened run's note says) and opens it.
 func (m Model) openModel(name string) tea.Cmd {
 	lib, _, _ := m.opts.models()
-	root := m.opts.Root
-	if root == "" {
-		root = presets.RunsRoot()
-	}
-	dir := models.RunDir(root, name)
+	dir := models.RunDir(m.runsRoot(), name)
 	data := m.opts.Data
 	return func() tea.Msg {
 		aside, err := lib.Materialize(name, dir)
@@ -368,20 +375,6 @@ func (m Model) openModel(name string) tea.Cmd {
 		}
 		return msg
 	}
-}
-
-// openRuns shows the runs screen, reading the runs root afresh.
-func (m Model) openRuns() (tea.Model, tea.Cmd) {
-	if m.runs == nil {
-		root := m.opts.Root
-		if root == "" {
-			root = presets.RunsRoot()
-		}
-		m.runs = newRunsScreen(m.theme, root, m.opts.Data)
-		m.runs.SetSize(m.w, m.h)
-	}
-	m.runsFrom, m.screen = m.screen, screenRuns
-	return m, m.runs.scan()
 }
 
 // resumeRun continues run r on the dashboard, its curves so far drawn
@@ -419,39 +412,6 @@ func (m Model) resumeRun(r runs.Run) (tea.Model, tea.Cmd) {
 	m.dash.render()
 	m.screen = screenDashboard
 	return m, m.dash.Init()
-}
-
-// openExperiments shows the experiments screen, its form on preset.
-func (m Model) openExperiments(preset string) Model {
-	m.from, m.screen = m.screen, screenExperiments
-	m.exp.open(preset)
-	return m
-}
-
-// leaveExperiments goes back from the setup form to the screen it was
-// opened from.
-func (m Model) leaveExperiments() Model {
-	m.screen = m.from
-	switch m.screen {
-	case screenDashboard:
-		m.dash.markAll()
-		m.dash.render()
-	case screenOpened:
-		m.opened.markAll()
-		m.opened.render()
-	}
-	return m
-}
-
-// leaveSweep goes back from the sweep screen to the picker, or quits a
-// workbench opened on the sweep.
-func (m Model) leaveSweep() (tea.Model, tea.Cmd) {
-	if m.sweep.direct {
-		return m.quit()
-	}
-	m.sweep.close()
-	m.screen, m.help.open = screenPicker, false
-	return m, nil
 }
 
 // allEnded reports whether no run and no experiment is left working.

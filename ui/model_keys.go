@@ -2,7 +2,6 @@ package ui
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -69,61 +68,37 @@ func (m Model) typing() bool {
 	return false
 }
 
-// key handles a key: a text field or the picker's filter takes (almost)
-// every key; else the root answers quit, help and the keys that move
-// between screens, the help overlay takes the rest while open, and the
-// screen showing otherwise.
+// key handles a key: the picker's filter takes every key; a text field
+// (or a question) takes every key but ctrl+c and its screen's way back;
+// else the root answers quit and help, the help overlay takes the rest
+// while open, and the screen showing otherwise, its keys that lead
+// elsewhere as navigation messages (navigate.go), handled here at once.
 func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch {
 	case m.screen == screenPicker && m.picker.filtering():
 		_, cmd := m.picker.Update(msg) // every key is filter text
 		return m, cmd
-	case m.screen == screenExperiments && m.exp.capturing() && !m.help.open:
-		switch {
-		case msg.String() == "ctrl+c": // q is text here
-			return m.quit()
-		case key.Matches(msg, m.exp.keys.Back):
-			return m.leaveExperiments(), nil
-		}
-		_, cmd := m.exp.Update(msg) // every other key is text for the field
-		return m, cmd
-	case m.screen == screenSweep && m.sweep.capturing() && !m.help.open:
-		switch msg.String() {
-		case "ctrl+c": // q is text here
-			return m.quit()
-		case "esc":
-			return m.leaveSweep()
-		}
-		_, cmd := m.sweep.Update(msg) // the directory's text
-		return m, cmd
-	case m.screen == screenRuns && m.runs.capturing() && !m.help.open:
+	case m.capturing() && !m.help.open:
 		if msg.String() == "ctrl+c" { // q is text here
 			return m.quit()
 		}
-		_, cmd := m.runs.Update(msg)
-		return m, cmd
-	case m.screen == screenRuns && m.runs.leaving(msg) && !m.help.open:
-		m.screen = m.runsFrom
-		if m.screen == screenDashboard {
-			m.dash.markAll()
-			m.dash.render()
+		if nav := m.navigation(msg); nav != nil {
+			return m.navigate(nav)
 		}
-		return m, nil
-	case m.screen == screenFolder && !m.help.open:
-		switch msg.String() {
-		case "ctrl+c": // q is text here
-			return m.quit()
-		case "esc":
-			m.folder.close()
-			m.screen = screenPicker
-			return m, nil
-		}
-		_, cmd := m.folder.Update(msg) // the folder's text
+		_, cmd := m.current().Update(msg) // the field's text, or the answer
 		return m, cmd
+	case m.screen == screenSweep && !(m.help.open && msg.String() == "esc"):
+		// q leaves the sweep screen, under the help too (where its field
+		// takes no text): the sweep runs elsewhere, nothing here to stop.
+		nav := m.sweep.navigate(msg)
+		if m.help.open {
+			nav = m.sweep.leave(msg)
+		}
+		if nav != nil {
+			return m.navigate(nav)
+		}
 	}
 	switch {
-	case m.screen == screenSweep && key.Matches(msg, m.sweep.keys.Back) && !(m.help.open && msg.String() == "esc"):
-		return m.leaveSweep() // q too: the sweep runs elsewhere, nothing here to stop
 	case key.Matches(msg, m.keys.Quit):
 		return m.quit()
 	case !m.help.open && key.Matches(msg, m.keys.Help):
@@ -133,41 +108,29 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		_, cmd := m.help.Update(msg) // ? and esc close it; it takes every other key
 		return m, cmd
 	}
-	switch {
-	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Experiments):
-		preset := ""
-		if p, ok := m.picker.selected(); ok {
-			preset = p.Name
-		}
-		return m.openExperiments(preset), nil
-	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Runs),
-		m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Runs):
-		return m.openRuns()
-	case m.screen == screenPicker && key.Matches(msg, m.picker.keys.Sweep):
-		m.screen = screenSweep
-		return m, m.sweep.choose()
-	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Experiments):
-		return m.openExperiments(m.dash.preset.Name), nil
-	case m.screen == screenDashboard && key.Matches(msg, m.dash.keys.Back):
-		m.screen = screenPicker // the runs keep training; the picker says so
-		return m, nil
-	case m.screen == screenOpened && key.Matches(msg, m.opened.keys.Experiments):
-		r := m.openRun
-		name := r.Model
-		if name == "" {
-			name = filepath.Base(r.Dir)
-		}
-		m.from, m.screen = m.screen, screenExperiments
-		m.exp.openOn(name, r.Preset.Name, r.Dir)
-		return m, nil
-	case m.screen == screenOpened && msg.String() == "esc":
-		m.screen = m.openedFrom
-		return m, nil
-	case m.screen == screenExperiments && m.exp.stage == expSetup && key.Matches(msg, m.exp.keys.Back):
-		return m.leaveExperiments(), nil
+	if nav := m.navigation(msg); nav != nil {
+		return m.navigate(nav)
 	}
 	_, cmd := m.current().Update(msg)
 	return m, cmd
+}
+
+// capturing reports whether the screen showing takes keys as text or as
+// an answer (the folder prompt, a form's field, the sweep's directory,
+// the runs screen's filter or delete question), so that q and ? are not
+// the root's.
+func (m Model) capturing() bool {
+	switch m.screen {
+	case screenExperiments:
+		return m.exp.capturing()
+	case screenSweep:
+		return m.sweep.capturing()
+	case screenRuns:
+		return m.runs.capturing()
+	case screenFolder:
+		return true
+	}
+	return false
 }
 
 // backToDashboard answers a pick while a dashboard exists: the same

@@ -251,3 +251,23 @@ func modelSummary(m models.Info) string {
 	}
 	return s
 }
+
+// navigate: X opens the experiments screen on the preset under the
+// cursor, R the runs screen, w the sweep screen; none while filtering.
+func (p *picker) navigate(msg tea.KeyMsg) tea.Msg {
+	k := p.keys
+	switch {
+	case p.filtering():
+	case key.Matches(msg, k.Experiments):
+		preset := ""
+		if sel, ok := p.selected(); ok {
+			preset = sel.Name
+		}
+		return openExperimentsMsg{preset: preset}
+	case key.Matches(msg, k.Runs):
+		return openRunsMsg{}
+	case key.Matches(msg, k.Sweep):
+		return openSweepMsg{}
+	}
+	return nil
+}

@@ -85,12 +85,6 @@ func (s *runsScreen) HelpGroups() []helpGroup { return s.keys.groups() }
 // delete question), so the root does not take q or ? for itself.
 func (s *runsScreen) capturing() bool { return s.filtering || s.confirm != "" }
 
-// leaving reports whether esc leaves the screen: it does from the table,
-// with no filter or question open.
-func (s *runsScreen) leaving(msg tea.KeyMsg) bool {
-	return key.Matches(msg, s.keys.Back) && s.stage == runsTable && !s.capturing()
-}
-
 // key answers a key while the screen shows.
 func (s *runsScreen) key(msg tea.KeyMsg) tea.Cmd {
 	k := s.keys
@@ -221,6 +215,15 @@ func (s *runsScreen) resume(r runs.Run) tea.Cmd {
 		s.note.set(r.Rel + " is running elsewhere")
 	default:
 		s.note.set(r.Rel + " cannot be read: " + r.Error)
+	}
+	return nil
+}
+
+// navigate: esc leaves the table (with no filter or question open) for
+// the screen the runs screen was opened from.
+func (s *runsScreen) navigate(msg tea.KeyMsg) tea.Msg {
+	if key.Matches(msg, s.keys.Back) && s.stage == runsTable && !s.capturing() {
+		return backMsg{}
 	}
 	return nil
 }

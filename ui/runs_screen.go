@@ -59,7 +59,6 @@ type runsScreen struct {
 	nread    int
 	view     []int      // the rows shown: indexes into all, filtered and sorted
 	cursor   listCursor // on view; it pages by the table's height
-	lines    listCursor // on the table's lines (runs and group headings): the first shown
 	marks    marks[string]
 
 	sortKey   int // index into runs.SortKeys

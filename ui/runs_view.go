@@ -171,6 +171,9 @@ func (s *runsScreen) table(w, h int) string {
 		row  int // index into view; -1 for a heading
 	}
 	var lines []line
+	// first[i] is the first line of row i: its group's heading when it is
+	// the group's first, else its own.
+	first := make([]int, len(s.view))
 	// Names too long for the column keep what tells them apart, their
 	// ends (fitNames).
 	names := make([]string, len(s.view))
@@ -181,6 +184,7 @@ func (s *runsScreen) table(w, h int) string {
 	group := "\x00"
 	for i, j := range s.view {
 		r := s.all[j]
+		first[i] = len(lines)
 		if r.Group != group {
 			group = r.Group
 			if group != "" {
@@ -229,14 +233,18 @@ func (s *runsScreen) table(w, h int) string {
 			at = k
 		}
 	}
-	// Keep the cursor's line in sight, and its group's heading with it
-	// when the cursor is on the group's first run.
-	s.lines = s.lines.Len(len(lines)).Height(rows)
-	if at > 0 && lines[at-1].row < 0 {
-		s.lines = s.lines.Select(at - 1)
+	// The lines start where the cursor's rows do, so a page turns the
+	// lines as it does the rows; the cursor's line stays in sight, and
+	// its group's heading with it when it is the group's first run.
+	lc := listCursor{}.Len(len(lines)).Height(rows)
+	if len(first) > 0 {
+		lc = lc.ScrollTo(first[s.cursor.Top()])
 	}
-	s.lines = s.lines.Select(at)
-	from, to := s.lines.Visible()
+	if at > 0 && lines[at-1].row < 0 {
+		lc = lc.Select(at - 1)
+	}
+	lc = lc.Select(at)
+	from, to := lc.Visible()
 	more := ""
 	if len(lines) > rows {
 		more = t.Dim.Render(fmt.Sprintf("%d–%d of %d lines ", from+1, to, len(lines)))

@@ -131,3 +131,21 @@ func (s *sweepScreen) key(msg tea.KeyMsg) tea.Cmd {
 	s.dirty = true
 	return nil
 }
+
+// navigate: q or esc goes back to the picker (or quits a workbench opened
+// on the sweep); while a directory is typed, q is text and esc alone goes.
+func (s *sweepScreen) navigate(msg tea.KeyMsg) tea.Msg {
+	if s.capturing() && msg.String() != "esc" {
+		return nil
+	}
+	return s.leave(msg)
+}
+
+// leave is navigate while the directory takes no text (the help is over
+// it): q and esc go back.
+func (s *sweepScreen) leave(msg tea.KeyMsg) tea.Msg {
+	if key.Matches(msg, s.keys.Back) {
+		return backMsg{}
+	}
+	return nil
+}
