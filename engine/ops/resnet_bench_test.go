@@ -58,6 +58,28 @@ func BenchmarkResNet18Step(b *testing.B) {
 	resReportMemory(b)
 }
 
+// BenchmarkResNet18StepDevice is BenchmarkResNet18Step on the first
+// OpenCL device (skipped without one): the weights going up, the forward
+// and backward passes and the gradients coming down. On PoCL (OpenCL on
+// the CPU) it shows the device path's overhead, not a GPU's speed.
+func BenchmarkResNet18StepDevice(b *testing.B) {
+	s := ResNet18(3, 84, 84)
+	p := newResProblem(s, resBenchEpisode, 1)
+	k := newResDevKernel(b, s)
+	out, grads, _ := p.run(b, k, BNTrain)
+	b.ReportAllocs()
+	cpu0 := convCPUTime()
+	for b.Loop() {
+		if err := k.Forward(p.x, p.params, p.lay, BNTrain, nil, out); err != nil {
+			b.Fatal(err)
+		}
+		if err := k.Backward(p.r, grads, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	convReport(b, cpu0, resFlops(s, resBenchEpisode.Images(), true))
+}
+
 // BenchmarkResNet18Forward times the evaluation forward pass of the same
 // episode (episode statistics, no backward).
 func BenchmarkResNet18Forward(b *testing.B) {

@@ -37,21 +37,21 @@ type resDev struct {
 	mem   *resDevMem
 	bn    []bnState[float32]
 	wOff  []int // per conv: where its weights (kk×Out, as resCore's wt) are in w and gw
-	cfOff []int // per conv: its coefficients in cf, five blocks of N·Out: scale, shift, k1, k2, k3
+	cfOff []int // per conv: its coefficients in cf, five blocks of ne·Out: scale, shift, k1, k2, k3
 	wLen  int
 
-	N                      int
-	x, w, gw, col, s1, s2  *opencl.Buffer
-	cf, stem, pool, gf, gx *opencl.Buffer
-	arg, epi               *opencl.Buffer // epi: per image its episode, then whether it entered the statistics
-	z, src, h, out         []*opencl.Buffer
-	gb                     [2]*opencl.Buffer
-	gh                     *opencl.Buffer
+	N                    int
+	x, w, gw, col, s, cf *opencl.Buffer // s: per-image sums, two blocks of N·C
+	stem, pool, gf, gx   *opencl.Buffer
+	arg, epi             *opencl.Buffer // epi: per image its episode, then whether it entered the statistics
+	z, src, h, out       []*opencl.Buffer
+	gb                   [2]*opencl.Buffer
+	gh                   *opencl.Buffer
 
-	hx, hw, hs, hgf, hgx []float32 // host staging
-	hepi                 []int32
-	feat, gfeat          []float64
-	dws                  dgemm.Workspace
+	hx, hw, hs, hcf, hgf, hgx []float32 // host staging
+	hepi                      []int32
+	feat, gfeat               []float64
+	dws                       dgemm.Workspace
 
 	params, grads [][]float64
 	err           error // the last pass's failure
@@ -160,7 +160,7 @@ func (d *resDev) resize(N int) error {
 		return b
 	}
 	d.x, d.w, d.gw, d.col = a(N*d.spec.InDim()), a(d.wLen), a(d.wLen), a(colLen)
-	d.s1, d.s2, d.cf = a(N*cmax), a(N*cmax), a(cfLen)
+	d.s, d.cf = a(2*N*cmax), a(cfLen)
 	d.stem, d.pool = a(N*d.pl.pin), a(N*d.pl.pou)
 	d.gf = a(N * d.spec.Widths[3])
 	d.z, d.src = make([]*opencl.Buffer, len(d.cv)), make([]*opencl.Buffer, len(d.cv))
@@ -201,6 +201,7 @@ func (d *resDev) resize(N int) error {
 	d.hx = make([]float32, N*d.spec.InDim())
 	d.hw = make([]float32, d.wLen)
 	d.hs = make([]float32, 2*N*cmax)
+	d.hcf = make([]float32, 3*N*cmax)
 	d.hgf = make([]float32, N*d.spec.Widths[3])
 	d.hepi = make([]int32, 2*N)
 	d.feat = make([]float64, N*d.spec.Widths[3])
@@ -225,7 +226,7 @@ func launch(k *opencl.Kernel, n int, args ...any) error {
 			}
 			err = k.SetInt32(i, b)
 		default:
-			panic(fmt.Sprintf("resnet device: kernel argument of type %T", a)) // a programming error
+			err = fmt.Errorf("resnet device: argument %d of a kernel has type %T", i, a)
 		}
 		if err != nil {
 			return err
@@ -324,11 +325,11 @@ func (d *resDev) fwd(x []float64, lay BNLayout, mode BNMode, run []BNStats, out 
 	last := d.cv[d.blk[len(d.blk)-1].c2]
 	C, P := last.Out, last.po
 	fin := d.out[len(d.blk)-1]
-	if err := launch(d.kn.sums, N*C, fin, fin, fin, d.s1, d.s2, N*C, P, C, false, false); err != nil {
+	if err := launch(d.kn.sums, N*C, fin, fin, fin, d.s, N*C, P, C, false, false); err != nil {
 		return err
 	}
 	hs := d.hs[:N*C]
-	if err := opencl.Read(d.s1, 0, hs); err != nil {
+	if err := opencl.Read(d.s, 0, hs); err != nil {
 		return err
 	}
 	for i, v := range hs {
@@ -360,11 +361,9 @@ func (d *resDev) conv(l int, run *BNStats) error {
 		}
 	}
 	bn.moments(d.params[3*l+1], d.params[3*l+2], run)
-	ne, o := bn.ne*cv.Out, d.cfOff[l]
-	if err := opencl.Write(d.cf, o, bn.scale[:ne]); err != nil {
-		return err
-	}
-	return opencl.Write(d.cf, o+N*cv.Out, bn.shift[:ne])
+	ne := bn.ne * cv.Out
+	hc := append(append(d.hcf[:0], bn.scale[:ne]...), bn.shift[:ne]...)
+	return opencl.Write(d.cf, d.cfOff[l], hc)
 }
 
 func (d *resDev) im2col(l int) error {
@@ -383,19 +382,16 @@ func (d *resDev) sums(l int, a, b, mask *opencl.Buffer, prod bool) error {
 	if !masked {
 		mask = a
 	}
-	if err := launch(d.kn.sums, nc, a, b, mask, d.s1, d.s2, nc, cv.po, cv.Out, prod, masked); err != nil {
+	if err := launch(d.kn.sums, nc, a, b, mask, d.s, nc, cv.po, cv.Out, prod, masked); err != nil {
 		return err
 	}
-	h1, h2 := d.hs[:nc], d.hs[nc:2*nc]
-	if err := opencl.Read(d.s1, 0, h1); err != nil {
-		return err
-	}
-	if err := opencl.Read(d.s2, 0, h2); err != nil {
+	hs := d.hs[:2*nc]
+	if err := opencl.Read(d.s, 0, hs); err != nil {
 		return err
 	}
 	bn := &d.bn[l]
 	for i := range nc {
-		bn.s1[i], bn.s2[i] = float64(h1[i]), float64(h2[i])
+		bn.s1[i], bn.s2[i] = float64(hs[i]), float64(hs[nc+i])
 	}
 	return nil
 }
@@ -409,7 +405,7 @@ func (d *resDev) apply(l int, dst, add *opencl.Buffer, relu bool) error {
 	if !hasAdd {
 		add = dst
 	}
-	return launch(d.kn.apply, n, dst, d.z[l], add, d.cf, o, o+d.N*cv.Out, d.epi, n, cv.po*cv.Out, cv.Out, hasAdd, relu)
+	return launch(d.kn.apply, n, dst, d.z[l], add, d.cf, o, o+d.bn[l].ne*cv.Out, d.epi, n, cv.po*cv.Out, cv.Out, hasAdd, relu)
 }
 
 func (d *resDev) fold(run []BNStats) {

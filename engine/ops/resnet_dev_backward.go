@@ -134,13 +134,9 @@ func (d *resDev) gradSums(l int, g, mask *opencl.Buffer) error {
 	bn.gradCoefs(d.params[3*l+1])
 	copy(d.grads[3*l+1], bn.gGamma)
 	copy(d.grads[3*l+2], bn.gBeta)
-	ne, o, nc := bn.ne*cv.Out, d.cfOff[l], d.N*cv.Out
-	for j, k := range [3][]float32{bn.k1, bn.k2, bn.k3} {
-		if err := opencl.Write(d.cf, o+(2+j)*nc, k[:ne]); err != nil {
-			return err
-		}
-	}
-	return nil
+	ne := bn.ne * cv.Out
+	hc := append(append(append(d.hcf[:0], bn.k1[:ne]...), bn.k2[:ne]...), bn.k3[:ne]...)
+	return opencl.Write(d.cf, d.cfOff[l]+2*ne, hc)
 }
 
 // gradIn turns g (the gradient w.r.t. batch norm l's output) into the
@@ -150,9 +146,8 @@ func (d *resDev) gradSums(l int, g, mask *opencl.Buffer) error {
 func (d *resDev) gradIn(l int, g, dst *opencl.Buffer, add bool) error {
 	cv := &d.cv[l]
 	rows := d.N * cv.po
-	n, o := rows*cv.Out, d.cfOff[l]
-	nc := d.N * cv.Out
-	if err := launch(d.kn.grad, n, d.z[l], g, d.cf, o+2*nc, o+3*nc, o+4*nc, d.epi, d.N, n, cv.po*cv.Out, cv.Out); err != nil {
+	n, ne, o := rows*cv.Out, d.bn[l].ne*cv.Out, d.cfOff[l]
+	if err := launch(d.kn.grad, n, d.z[l], g, d.cf, o+2*ne, o+3*ne, o+4*ne, d.epi, d.N, n, cv.po*cv.Out, cv.Out); err != nil {
 		return err
 	}
 	if dst == nil {

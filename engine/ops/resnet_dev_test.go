@@ -183,3 +183,56 @@ func TestResNetDevFloat64StaysOnCPU(t *testing.T) {
 		t.Fatalf("UseFloat64 with a device ran %T", k.cur)
 	}
 }
+
+// Two kernels of one pool run at once on its device (the staged step runs
+// two task ranges at once) and give the bytes each gives alone.
+func TestResNetDevTwoAtOnce(t *testing.T) {
+	dev := testDevice(t)
+	pool := &Pool{}
+	pool.SetDevice(dev)
+	var ks [2]*ResNetKernel
+	var ps [2]*resProblem
+	var alone [2][]float64
+	for i := range ks {
+		var err error
+		if ks[i], err = NewResNetKernel(pool, resDevSmall); err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = newResProblem(resDevSmall, BNLayout{Episodes: 1, Support: 3, Query: 1 + i}, uint64(17+i))
+		o, g, x := ps[i].run(t, ks[i], BNTrain)
+		alone[i] = slices.Concat(append([][]float64{o, x}, g...)...)
+	}
+	var together [2][]float64
+	errs := make(chan error, 2)
+	for i := range ks {
+		go func() {
+			p, k := ps[i], ks[i]
+			out := make([]float64, p.lay.Images()*resDevSmall.OutDim())
+			if err := k.Forward(p.x, p.params, p.lay, BNTrain, nil, out); err != nil {
+				errs <- err
+				return
+			}
+			var grads [][]float64
+			for _, ps := range p.params {
+				grads = append(grads, make([]float64, len(ps)))
+			}
+			gx := make([]float64, len(p.x))
+			if err := k.Backward(p.r, grads, gx); err != nil {
+				errs <- err
+				return
+			}
+			together[i] = slices.Concat(append([][]float64{out, gx}, grads...)...)
+			errs <- nil
+		}()
+	}
+	for range ks {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ks {
+		if !slices.Equal(alone[i], together[i]) {
+			t.Errorf("kernel %d gives other values when another runs at once", i)
+		}
+	}
+}

@@ -53,11 +53,11 @@ __kernel void res_col2im(__global float *dst, __global const float *col, const i
 
 // Per image and channel (work-item i·C + c), the compensated sums over the
 // image's p pixels of a and of a·a (forward statistics), or of a and a·b
-// (the gradient's Σg, Σg·z). With mask set, a is first zeroed where mask
-// is ≤ 0 (the ReLU the gradient came back through), in place.
+// (the gradient's Σg, Σg·z), into s[g] and s[nc + g]. With mask set, a is
+// first zeroed where mask is ≤ 0 (the ReLU the gradient came back
+// through), in place.
 __kernel void res_sums(__global float *a, __global const float *b, __global const float *mask,
-		__global float *s1, __global float *s2, const int nc, const int p, const int cc,
-		const int prod, const int masked) {
+		__global float *s, const int nc, const int p, const int cc, const int prod, const int masked) {
 	int g = get_global_id(0);
 	if (g >= nc) return;
 	int i = g / cc, c = g % cc;
@@ -78,8 +78,8 @@ __kernel void res_sums(__global float *a, __global const float *b, __global cons
 		vc = (s - v) - t;
 		v = s;
 	}
-	s1[g] = u;
-	s2[g] = v;
+	s[g] = u;
+	s[nc + g] = v;
 }
 
 // Batch norm's forward map: dst = z·scale + shift (+ add) of the image's
