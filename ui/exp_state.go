@@ -225,7 +225,7 @@ func (e *expState) end(err error) []session.Update {
 	interrupted := err != nil && errors.Is(err, context.Canceled)
 	switch {
 	case err == nil:
-		e.state, e.phase = runstate.Finished, "done"
+		e.state, e.phase = runstate.Finished, "" // the state says it
 		e.job = e.jobs
 		e.note.set("finished: results.md, results.csv and figures/ in " + e.worker.Dir)
 	case interrupted:
