@@ -39,10 +39,12 @@ type resDev struct {
 	wOff  []int // per conv: where its weights (kk×Out, as resCore's wt) are in w and gw
 	cfOff []int // per conv: its coefficients in cf, five blocks of ne·Out: scale, shift, k1, k2, k3
 	wLen  int
+	wRows int // resDevWeightRows (tests lower it)
 
 	N                    int
 	x, w, gw, col, s, cf *opencl.Buffer // s: per-image sums, two blocks of N·C
 	stem, pool, gf, gx   *opencl.Buffer
+	part                 *opencl.Buffer // a weight gradient's products of row blocks
 	arg, epi             *opencl.Buffer // epi: per image its episode, then whether it entered the statistics
 	z, src, h, out       []*opencl.Buffer
 	gb                   [2]*opencl.Buffer
@@ -60,7 +62,7 @@ type resDev struct {
 // resDevKernels are one resDev's kernel objects: setting arguments is not
 // safe from two goroutines, and two kernels may run at once on a device.
 type resDevKernels struct {
-	im2col, col2im, sums, apply, grad, pool, unpool, bcast *opencl.Kernel
+	im2col, col2im, sums, apply, grad, pool, unpool, bcast, addParts *opencl.Kernel
 }
 
 // resDevMem holds what a resDev allocated on the device, released when the
@@ -98,14 +100,14 @@ func newResDev(dev *opencl.Device, spec ResNetSpec) (*resDev, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &resDev{dev: dev, spec: spec, mem: &resDevMem{}}
+	d := &resDev{dev: dev, spec: spec, mem: &resDevMem{}, wRows: resDevWeightRows}
 	runtime.AddCleanup(d, (*resDevMem).release, d.mem)
 	for _, kp := range []struct {
 		k    **opencl.Kernel
 		name string
 	}{{&d.kn.im2col, "res_im2col"}, {&d.kn.col2im, "res_col2im"}, {&d.kn.sums, "res_sums"},
 		{&d.kn.apply, "res_bn_apply"}, {&d.kn.grad, "res_bn_grad"}, {&d.kn.pool, "res_pool"},
-		{&d.kn.unpool, "res_unpool"}, {&d.kn.bcast, "res_bcast"}} {
+		{&d.kn.unpool, "res_unpool"}, {&d.kn.bcast, "res_bcast"}, {&d.kn.addParts, "res_add_parts"}} {
 		if *kp.k, err = prog.Kernel(kp.name); err != nil {
 			d.mem.release()
 			return nil, err
@@ -132,7 +134,7 @@ func (d *resDev) resize(N int) error {
 		return nil
 	}
 	d.mem.releaseBuffers()
-	d.N, d.x, d.gx = 0, nil, nil
+	d.N, d.x, d.gx, d.part = 0, nil, nil, nil
 	colLen, cmax, cfLen, gmax := 0, 0, 0, d.pl.pou
 	d.cfOff = d.cfOff[:0]
 	for _, cv := range d.cv {

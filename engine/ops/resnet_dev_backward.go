@@ -167,6 +167,14 @@ func (d *resDev) gradIn(l int, g, dst *opencl.Buffer, add bool) error {
 	return launch(d.kn.col2im, m, dst, d.col, m, cv.In, cv.K, cv.Stride, cv.Height, cv.Width, cv.OutHeight, cv.OutWidth, cv.pt, cv.pl, add)
 }
 
+// resDevWeightRows is the depth of one product of a weight gradient: the
+// batch's im2col rows are split into blocks of this many, multiplied at
+// once (one batched sgemm) and their products summed in block order. The
+// split keeps a GPU busy on the narrow, deep products of the first layers
+// (the stem's is 147×64 over 132 300 rows at 84×84 and 75 images) and
+// keeps float32 sums short, as the CPU's resUnitRows does.
+const resDevWeightRows = 4096
+
 // weightGrad writes convolution l's weight gradient, im2col(input)ᵀ·dz,
 // into gw.
 func (d *resDev) weightGrad(l int) error {
@@ -177,5 +185,31 @@ func (d *resDev) weightGrad(l int) error {
 	} else if err := d.im2col(l); err != nil {
 		return err
 	}
-	return d.dev.Sgemm(true, false, cv.kk, cv.Out, d.N*cv.po, 1, a, 0, cv.kk, d.z[l], 0, cv.Out, 0, d.gw, d.wOff[l], cv.Out)
+	R, rb, wo := d.N*cv.po, d.wRows, cv.kk*cv.Out
+	if R <= rb {
+		return d.dev.Sgemm(true, false, cv.kk, cv.Out, R, 1, a, 0, cv.kk, d.z[l], 0, cv.Out, 0, d.gw, d.wOff[l], cv.Out)
+	}
+	full := R / rb
+	parts := full
+	if R > full*rb {
+		parts++
+	}
+	if d.part == nil || d.part.Len() < parts*wo {
+		d.part.Release()
+		var err error
+		if d.part, err = d.mem.alloc(d.dev, parts*wo); err != nil {
+			return err
+		}
+	}
+	if err := d.dev.SgemmStridedBatched(true, false, cv.kk, cv.Out, rb, 1, a, 0, cv.kk, rb*cv.kk,
+		d.z[l], 0, cv.Out, rb*cv.Out, 0, d.part, 0, cv.Out, wo, full); err != nil {
+		return err
+	}
+	if parts > full {
+		if err := d.dev.Sgemm(true, false, cv.kk, cv.Out, R-full*rb, 1, a, full*rb*cv.kk, cv.kk,
+			d.z[l], full*rb*cv.Out, cv.Out, 0, d.part, full*wo, cv.Out); err != nil {
+			return err
+		}
+	}
+	return launch(d.kn.addParts, wo, d.gw, d.wOff[l], d.part, wo, parts)
 }

@@ -236,3 +236,20 @@ func TestResNetDevTwoAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Weight gradients summed over row blocks (a batched product and the
+// blocks' sum, as deep batches use) agree with the CPU's too.
+func TestResNetDevWeightBlocks(t *testing.T) {
+	k := newResDevKernel(t, resDevSmall)
+	p := newResProblem(resDevSmall, BNLayout{Episodes: 2, Support: 3, Query: 1}, 18)
+	p.forward(t, k, BNTrain)
+	// Stem 576 rows an image: blocks of 500 leave a remainder; the last
+	// stage (4 rows an image) stays one product.
+	k.cdev.wRows = 500
+	o, g, x := p.run(t, k, BNTrain)
+	oc, gc, xc := p.run(t, newResKernel(t, resDevSmall, false), BNTrain)
+	resDevAgree(t, "row blocks", resDevSmall, 1e-4, o, oc, g, gc, x, xc)
+	if k.cdev.part == nil {
+		t.Error("no weight gradient was summed over row blocks")
+	}
+}

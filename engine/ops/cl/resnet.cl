@@ -167,3 +167,13 @@ __kernel void res_bcast(__global float *dst, __global const float *gf, const int
 	if (g >= n) return;
 	dst[g] = gf[(g / pc) * cc + g % cc];
 }
+
+// A weight gradient from the products of its row blocks: dst[off + j] is
+// the sum of part[b·n + j] over the blocks b in order.
+__kernel void res_add_parts(__global float *dst, const int off, __global const float *part, const int n, const int parts) {
+	int g = get_global_id(0);
+	if (g >= n) return;
+	float s = part[g];
+	for (int b = 1; b < parts; b++) s += part[(size_t)b * n + g];
+	dst[off + g] = s;
+}
