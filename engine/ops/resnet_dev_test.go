@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -251,5 +252,39 @@ func TestResNetDevWeightBlocks(t *testing.T) {
 	resDevAgree(t, "row blocks", resDevSmall, 1e-4, o, oc, g, gc, x, xc)
 	if k.cdev.part == nil {
 		t.Error("no weight gradient was summed over row blocks")
+	}
+}
+
+// A device failure comes back from Forward as an error, after which
+// Backward refuses; a batch whose buffers the kernels cannot index is
+// refused with one line before anything is allocated.
+func TestResNetDevErrors(t *testing.T) {
+	k := newResDevKernel(t, resDevSmall)
+	p := newResProblem(resDevSmall, BNBatch(2), 19)
+	p.run(t, k, BNTrain)
+	k.cdev.kn.sums.Release() // the next launch fails with CL_INVALID_KERNEL
+	out := make([]float64, 2*resDevSmall.OutDim())
+	if err := k.Forward(p.x, p.params, p.lay, BNTrain, nil, out); err == nil {
+		t.Fatal("Forward with a released kernel: no error")
+	}
+	grads := make([][]float64, len(p.params))
+	for i := range grads {
+		grads[i] = make([]float64, len(p.params[i]))
+	}
+	if err := k.Backward(p.r, grads, nil); err == nil {
+		t.Error("Backward after a failed Forward: no error")
+	}
+
+	d, err := newResDev(k.dev, ResNet18(3, 84, 84))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 84×84: the stem's im2col holds 1764·147 values an image.
+	err = d.resize(9000)
+	if err == nil || !strings.Contains(err.Error(), "use smaller batches") {
+		t.Fatalf("9000 images of 84×84: %v, want a refusal", err)
+	}
+	if err := d.resize(2); err != nil {
+		t.Fatalf("2 images after a refused batch: %v", err)
 	}
 }
