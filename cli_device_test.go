@@ -253,3 +253,73 @@ func TestDeviceCPUChangesNoByte(t *testing.T) {
 		}
 	}
 }
+
+// deviceRunEnv gates TestOmniglotDeviceMatchesCPU: two 100-iteration
+// Omniglot runs take about five minutes on this 2-core machine (PoCL's
+// kernels on the same cores), too long for every go test ./...
+const deviceRunEnv = "MKBENCH_DEVICE_RUN"
+
+// lossCurveTol bounds the relative difference of each metrics.jsonl loss
+// (a mean over 10 iterations) between the device's run and the CPU's: at
+// iteration 10 they differ by ~1e-5; the drift grows with the steps but
+// stays far below what a wrong gradient gives (tens of percent).
+const lossCurveTol = 0.02
+
+// The whole short run: omniglot-5w1s for 100 iterations on an
+// OpenCL device (PoCL here) ends within 2 points of the CPU run's accuracy
+// on the same 100 test tasks, and its loss curve stays close to the CPU's.
+// The device sums in other orders, so the runs agree in numbers, not bytes.
+func TestOmniglotDeviceMatchesCPU(t *testing.T) {
+	if os.Getenv(deviceRunEnv) != "1" {
+		t.Skipf("two 100-iteration Omniglot runs take minutes: set %s=1 to run them", deviceRunEnv)
+	}
+	data := testutil.Data(t, "omniglot")
+	openCLDevices(t)
+	run := func(device string) string {
+		dir := filepath.Join(t.TempDir(), device)
+		so, se, code := mkbench(t, "run", "--preset", "omniglot-5w1s", "--iters", "100", "--eval-tasks", "100", "--data", data,
+			"--out", dir, "--quiet", "--device", device)
+		if code != 0 {
+			t.Fatalf("run --device %s: exit %d\n%s%s", device, code, so, se)
+		}
+		return dir
+	}
+	cpu, dev := run("cpu"), run("opencl")
+	a, b := readSummary(t, cpu), readSummary(t, dev)
+	if a.Device != engine.CPU || !strings.HasPrefix(b.Device, "opencl:") {
+		t.Fatalf("devices recorded: %q and %q", a.Device, b.Device)
+	}
+	t.Logf("accuracy: cpu %.4f ± %.4f (%.0f ms/iter), %s %.4f ± %.4f (%.0f ms/iter)",
+		a.Eval.Mean, a.Eval.CI95, a.MsPerIter, b.Device, b.Eval.Mean, b.Eval.CI95, b.MsPerIter)
+	if d := b.Eval.Mean - a.Eval.Mean; d > 0.02 || d < -0.02 {
+		t.Errorf("the device's accuracy %.4f is %.2f points from the CPU's %.4f (want within 2)", b.Eval.Mean, 100*d, a.Eval.Mean)
+	}
+	rows := func(dir string) []engine.MetricsRow {
+		var out []engine.MetricsRow
+		for _, l := range strings.Split(strings.TrimSpace(string(testutil.ReadFile(t, filepath.Join(dir, engine.FileMetrics)))), "\n") {
+			var r engine.MetricsRow
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	ra, rb := rows(cpu), rows(dev)
+	if len(ra) != len(rb) || len(ra) == 0 {
+		t.Fatalf("metrics rows: cpu %d, device %d", len(ra), len(rb))
+	}
+	same := true
+	for i := range ra {
+		rel := (rb[i].Loss - ra[i].Loss) / ra[i].Loss
+		t.Logf("iter %3d  loss cpu %.5f  device %.5f  (%+.2e)", ra[i].Iter, ra[i].Loss, rb[i].Loss, rel)
+		if rel > lossCurveTol || rel < -lossCurveTol || rb[i].Iter != ra[i].Iter {
+			t.Errorf("iteration %d: the device's loss %.5f is %.1f%% from the CPU's %.5f (want within %.0f%%)",
+				ra[i].Iter, rb[i].Loss, 100*rel, ra[i].Loss, 100*lossCurveTol)
+		}
+		same = same && rb[i] == ra[i]
+	}
+	if same {
+		t.Log("the device's loss curve is the CPU's to the bit: its backbone ran on the CPU")
+	}
+}
