@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/testutil"
 )
@@ -111,6 +112,13 @@ func TestDeviceWithoutLoader(t *testing.T) {
 		t.Fatalf("run --device auto without a loader: exit %d, stdout %q, stderr %q", code, so, se)
 	}
 	oneLine(t, "auto without a loader", se)
+	_, se, code, runs = runBinary(t, noLoader, "experiment", "ablation", "--preset", "sine-5shot", "--iters", "5", "--device", "opencl")
+	if code != 1 || !strings.Contains(se, "experiment: device opencl: no OpenCL loader") {
+		t.Errorf("experiment --device opencl without a loader: exit %d, stderr %q", code, se)
+	}
+	if ents, _ := os.ReadDir(runs); len(ents) != 0 {
+		t.Errorf("a refused experiment left %d entries in the runs root", len(ents))
+	}
 	if _, _, code, _ := runBinary(t, noLoader, "run", "--preset", "sine-5shot", "--iters", "5", "--eval-tasks", "5", "--device", "cpu"); code != 0 {
 		t.Errorf("run --device cpu with a missing loader named: exit %d", code)
 	}
@@ -321,5 +329,33 @@ func TestOmniglotDeviceMatchesCPU(t *testing.T) {
 	}
 	if same {
 		t.Log("the device's loss curve is the CPU's to the bit: its backbone ran on the CPU")
+	}
+}
+
+// sweep run --device reaches the units' workers (as $MKBENCH_DEVICE), and
+// the coordinator's environment is as it was afterwards; a device that
+// cannot open is refused before the sweep directory is made.
+func TestSweepForwardsDevice(t *testing.T) {
+	devs := openCLDevices(t)
+	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [rbf]\nseeds: [1]\niters: 10\neval_tasks: 5\n")
+	dir := filepath.Join(t.TempDir(), "sweep")
+	t.Setenv(deviceEnv, "")
+	so, se, code := mkbench(t, "sweep", "run", file, "--out", dir, "--device", "opencl:0", "--quiet")
+	if code != 0 {
+		t.Fatalf("sweep run --device opencl:0: exit %d\n%s%s", code, so, se)
+	}
+	if v := os.Getenv(deviceEnv); v != "" {
+		t.Errorf("after the sweep %s is %q, want it as it was", deviceEnv, v)
+	}
+	m, err := sweep.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "opencl:0 " + devs[0].Name + " (" + devs[0].PlatformName + ")"
+	if s := readSummary(t, filepath.Join(dir, m.Units[0].Dir)); s.Device != want {
+		t.Errorf("the unit's summary.json device %q, want %q", s.Device, want)
+	}
+	if _, se, code := mkbench(t, "sweep", "run", file, "--out", filepath.Join(t.TempDir(), "s2"), "--device", "opencl:99"); code != 1 || !strings.Contains(se, "sweep run: device opencl:99: no OpenCL device 99") {
+		t.Errorf("sweep run --device opencl:99: exit %d, %q", code, se)
 	}
 }
