@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/mkbench/mkbench/engine/internal/sgemm"
+	"github.com/mkbench/mkbench/internal/opencl"
 )
 
 // convScratch is the working memory of one goroutine in a pass.
@@ -461,8 +462,11 @@ type ConvKernel struct {
 	path convPath
 	c32  *convCore[float32]
 	c64  *convCore[float64]
-	dev  *convDev // the pool's device, when it has one (conv_dev.go)
-	cur  convImpl
+	// device is the pool's device when the kernel was made (nil: the CPU),
+	// and dev the core that runs there (conv_dev.go).
+	device *opencl.Device
+	dev    *convDev
+	cur    convImpl
 
 	N                int
 	fwdDone, bwdDone bool
@@ -474,7 +478,7 @@ func NewConvKernel(p *Pool, spec ConvSpec) (*ConvKernel, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	return &ConvKernel{spec: spec, pool: p}, nil
+	return &ConvKernel{spec: spec, pool: p, device: p.Device()}, nil
 }
 
 // UseFloat64 makes the following passes run in float64 (the same code,
@@ -507,9 +511,9 @@ func (k *ConvKernel) Forward(N int, x []float64, ws, bs [][]float64, seed uint64
 			k.c64 = newConvCore(k.pool, s, &convMath64, k.path)
 		}
 		k.cur = k.c64
-	case k.path == convPathAuto && k.pool.Device() != nil:
+	case k.path == convPathAuto && k.device != nil:
 		if k.dev == nil {
-			d, err := newConvDev(k.pool.Device(), s)
+			d, err := newConvDev(k.device, s)
 			if err != nil {
 				return err
 			}

@@ -32,7 +32,7 @@ type convDev struct {
 
 	N      int
 	chunks [][2]int
-	group  []int // images per product, per block: as many as the column buffer holds (backward: within a chunk)
+	group  []int // images per product, per block: as many as convDevColCap allows (backward: within a chunk)
 	actOff []int // where block l's input starts in act (l = L: the output)
 	argOff []int
 	wOff   []int // block l's wt (k1×F), then its wrot (9F×cin) for l ≥ 1
@@ -70,8 +70,9 @@ func (r *convDevRes) release() {
 }
 
 // convDevColCap bounds the column buffer (im2col rows of a group of
-// images) at 64 MB: larger groups gain nothing once a product has
-// thousands of rows, and a Conv-5 batch at 84×84 would need gigabytes.
+// images) and the pre-pool activations at 64 MB each: larger groups gain
+// nothing once a product has thousands of rows, and a Conv-5 batch at
+// 84×84 would need gigabytes.
 const convDevColCap = 1 << 24
 
 func newConvDev(dev *opencl.Device, spec ConvSpec) (*convDev, error) {
@@ -152,7 +153,7 @@ func (d *convDev) resize(N int) error {
 			width = max(width, 9*nf)
 			g = max(g, N*ly.p*ly.cin)
 		}
-		n := max(1, min(N, convDevColCap/(ly.p*width)))
+		n := max(1, min(N, convDevColCap/(ly.p*max(width, nf))))
 		d.group = append(d.group, n)
 		col = max(col, n*ly.p*width)
 		z = max(z, n*ly.p*nf)

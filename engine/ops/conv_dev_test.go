@@ -304,9 +304,7 @@ func TestConvDevGraph(t *testing.T) {
 	spec := ConvSpec{Channels: 1, Height: 28, Width: 28, Blocks: 4, Filters: 16, Keep: 0.9}
 	p := newConvProblem(spec, 5, 9)
 	cg := newConvGraph(t, p)
-	pool := &Pool{}
-	pool.SetDevice(dev)
-	cg.op.kern.pool = pool // as if the net had been made with it
+	cg.op.kern.device = dev // as if the net's pool had had it
 	vm := cg.machine()
 	defer vm.Close()
 	for step, seed := range []uint64{5, 6} {
