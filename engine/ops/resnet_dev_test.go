@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mkbench/mkbench/internal/opencl"
 )
 
 // newResDevKernel is a ResNet kernel made from a pool carrying the test
@@ -286,5 +288,32 @@ func TestResNetDevErrors(t *testing.T) {
 	}
 	if err := d.resize(2); err != nil {
 		t.Fatalf("2 images after a refused batch: %v", err)
+	}
+}
+
+// The weights on the device are Go's float32() of the parameters, bit for
+// bit, in the im2col layout (row tap·In + c, column f).
+func TestResNetDevWeightsBitEqual(t *testing.T) {
+	k := newResDevKernel(t, resDevSmall)
+	p := newResProblem(resDevSmall, BNBatch(2), 20)
+	p.forward(t, k, BNTrain)
+	d := k.cdev
+	got := make([]float32, d.wLen)
+	if err := opencl.Read(d.w, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	for l, cv := range d.cv {
+		kk2 := cv.K * cv.K
+		for f := range cv.Out {
+			for c := range cv.In {
+				for tap := range kk2 {
+					v := p.params[3*l][f*cv.kk+c*kk2+tap]
+					g := got[d.wOff[l]+(tap*cv.In+c)*cv.Out+f]
+					if math.Float32bits(g) != math.Float32bits(float32(v)) {
+						t.Fatalf("%s: weight [%d][%d] is %v on the device, want float32(%v) = %v", cv.Name, f, c*kk2+tap, g, v, float32(v))
+					}
+				}
+			}
+		}
 	}
 }
