@@ -43,4 +43,16 @@
 // tests check. Everything else computes in float64, its matrix products on
 // our dgemm, directly or through gonum's and gorgonia's BLAS once
 // UseFastBLAS has installed it there.
+//
+// With an OpenCL device on its pool (Pool.SetDevice, device.go), a
+// ConvKernel or ResNetKernel made from that pool runs its float32 passes
+// there (conv_dev.go, resnet_dev.go and resnet_dev_backward.go, with the
+// OpenCL C of cl/*.cl): channels-last im2col and CLBlast's sgemm, dropout
+// from the CPU's own counter-based masks, max-pools with their argmax,
+// batch norm whose statistics the host combines from per-image device sums
+// with the CPU's bnState code. Weights go up and gradients come down once a
+// pass; activations stay on the device. Results agree with the CPU within
+// tolerances (the device sums in another order) and are the same bytes run
+// after run on one device: every reduction has a fixed order, none uses
+// atomics.
 package ops
