@@ -32,8 +32,12 @@
 // reads them, model.go holds a Model (its parameters, carried
 // context, graphs and per-model ops.Pool) and runs a graph, staged.go is the
 // training step, mlp_summary.go its graph-free task summaries, optim.go the
-// optimizer, eval.go evaluation and the display snapshot, and modelfile.go
-// the compact float32 model files that ship trained models.
+// optimizer, eval.go evaluation and the display snapshot, modelfile.go
+// the compact float32 model files that ship trained models, and device.go
+// the OpenCL device of the process (UseDevice), on which the models built
+// after it run their image backbones: not a setting of any model, so
+// configs and parameters are the same on either device, while
+// checkpoints and summary.json record which one computed them.
 //
 // Episodes of varying shape (Config.Varying, a task.Varying source:
 // Meta-Dataset's sampler) train one per step, each through graphs built
