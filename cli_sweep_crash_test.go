@@ -77,7 +77,7 @@ func TestSweepRunKilledStopsWorkers(t *testing.T) {
 		}
 	}
 	o, e, _ := mkbench(t, "sweep", "status", dir)
-	if !strings.Contains(o, "2 units: 0 done, 0 running, 2 pending, 0 failed") {
+	if !strings.Contains(o, "2 units: 0 finished, 0 running, 2 pending, 0 failed") {
 		t.Errorf("status after the coordinator's kill:\n%s%s", o, e)
 	}
 }

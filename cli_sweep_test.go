@@ -273,7 +273,7 @@ func TestSweepCancelLocal(t *testing.T) {
 		t.Fatalf("sweep run after cancel: %v\n%s", err, out.String())
 	}
 	o, _, _ = mkbench(t, "sweep", "status", dir)
-	if !strings.Contains(o, "2 pending, 0 failed (cancelled)") {
+	if !strings.Contains(o, "2 pending, 0 failed (stopped by mkbench sweep cancel)") {
 		t.Errorf("status:\n%s", o)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "units", "sine-5shot-vrf-s2")); err == nil {

@@ -124,7 +124,7 @@ func init() {
 				"Running it again on the same --out continues it. When every unit is through, the results are drawn as mkbench report does.",
 			examples: []string{"mkbench sweep run grid.yaml --out runs/grid", "mkbench sweep run grid.yaml --engine slurm --dry-run"},
 			run:      subcommand(cmdSweep, "run")},
-		{name: "sweep status", synopsis: "a sweep's units: done, running, pending, failed, with Slurm's states",
+		{name: "sweep status", synopsis: "a sweep's units: finished, running, pending, failed, with Slurm's states",
 			usage: []string{"sweep status DIR [--json]"}, long: "Prints each unit's state, its progress and, for a failed unit, why.",
 			examples: []string{"mkbench sweep status runs/grid"}, run: subcommand(cmdSweep, "status")},
 		{name: "sweep resume", synopsis: "continue a sweep's stopped units (--retry-failed: the failed ones too)",
@@ -145,7 +145,7 @@ func init() {
 				"final metric ± its 95% interval (before the end, the latest validation, marked val), training time and age; --sort keeps the runs in their groups." +
 				"\n\n" +
 				"A run is finished; running (its lock is live, or, for a run last locked on another host such as a Slurm node, its checkpoint is younger than two " +
-				"checkpoint intervals and a minute); failed (it holds failed.json); or interrupted (stopped before its end: mkbench run --resume continues it).",
+				"checkpoint intervals and a minute); failed (it holds failed.json); or stopped (before its end: mkbench run --resume continues it).",
 			examples: []string{"mkbench runs", "mkbench runs runs/ --sort -metric --filter omniglot", "mkbench runs --json"},
 			run:      cmdRuns},
 		{name: "presets", synopsis: "list the presets, each with its data set and size",

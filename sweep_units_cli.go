@@ -31,10 +31,10 @@ func cmdSweepStatus(dir string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s: %d units: %d done, %d running, %d pending, %d failed", dir, len(st.Units),
+	fmt.Fprintf(stdout, "%s: %d units: %d finished, %d running, %d pending, %d failed", dir, len(st.Units),
 		st.Counts[sweep.StateDone], st.Counts[sweep.StateRunning], st.Counts[sweep.StatePending], st.Counts[sweep.StateFailed])
 	if st.Cancelled {
-		fmt.Fprint(stdout, " (cancelled)")
+		fmt.Fprint(stdout, " (stopped by mkbench sweep cancel)")
 	}
 	fmt.Fprintln(stdout)
 	for _, j := range st.Jobs {
