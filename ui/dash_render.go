@@ -3,6 +3,7 @@ package ui
 import (
 	"math"
 
+	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/internal/runstate"
 )
 
@@ -164,6 +165,9 @@ func (d *dashboard) header() string {
 func (d *dashboard) status() statusData {
 	sel := d.views[d.selected]
 	s := statusData{Preset: d.preset.Name, Variant: sel.variant, Msg: d.note, State: sel.shown()}
+	if dev := engine.DeviceLabel(); dev != engine.CPU {
+		s.Device = dev
+	}
 	for i, v := range d.views {
 		if v.active() || i == d.selected && v.run != nil {
 			s.Variants = append(s.Variants, v.variant)

@@ -24,8 +24,12 @@ type statusData struct {
 	Iter, Iters int
 	ItPerSec    float64
 	Dir         string
-	State       runstate.State
-	Msg         note
+	// Device is where the backbones run when not on the CPU
+	// ("opencl:0 NAME (PLATFORM)"); "" on the CPU, the default, which the
+	// line leaves unsaid.
+	Device string
+	State  runstate.State
+	Msg    note
 	// Budget is the run's training-time budget (0: none) and Wall its
 	// training time so far: the ETA is the budget's when it ends first.
 	Budget, Wall time.Duration
@@ -79,6 +83,9 @@ func statusBar(t Theme, d statusData, w int) string {
 		dir = cutStart(dir, max(w-4-ansi.StringWidthWc(d.Msg.text), w/2-4, 16))
 	}
 	line2 := " " + t.Dim.Render(dir)
+	if d.Device != "" {
+		line2 = " " + t.Bold.Render(cutMiddle(d.Device, max(w/3, 12))) + t.Dim.Render(" │ ") + t.Dim.Render(dir)
+	}
 	if d.Msg.text != "" {
 		line2 += t.Dim.Render(" │ ") + d.Msg.render(t)
 	}
