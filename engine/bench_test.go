@@ -6,7 +6,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/task"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // sineLike is a stand-in for datasets.Sine (engine tests cannot import
@@ -162,3 +164,25 @@ func TestOpCounts(t *testing.T) {
 }
 
 var sin = math.Sin
+
+// BenchmarkOmniglotLikeStepDevice is BenchmarkOmniglotLikeStep with the
+// backbone on the first OpenCL device (the head, flows and optimizer stay
+// on the CPU: issue 43's part 1). On PoCL the figure is the path's
+// overhead, not a GPU's speed; it is skipped without a platform.
+func BenchmarkOmniglotLikeStepDevice(b *testing.B) {
+	sel, err := opencl.ParseSelection("opencl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev, _, err := opencl.Open(sel)
+	if err == nil {
+		err = opencl.LoadCLBlast()
+	}
+	if err != nil {
+		testutil.OpenCL(b, err)
+	}
+	UseDevice(dev)
+	defer func() { UseDevice(nil); dev.Close() }()
+	b.Logf("device %s", DeviceLabel())
+	benchStep(b, omniglotLikeConfig(), blobs{way: 5, side: 28})
+}
