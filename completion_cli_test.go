@@ -99,7 +99,7 @@ func TestCompletionFlagsAreTheHelpPages(t *testing.T) {
 		if c.hidden {
 			continue
 		}
-		page, _, code := inProcess(t, append([]string{"help"}, strings.Fields(c.name)...)...)
+		page, _, code := mkbench(t, append([]string{"help"}, strings.Fields(c.name)...)...)
 		if code != 0 {
 			t.Fatalf("mkbench help %s: exit %d", c.name, code)
 		}
@@ -121,26 +121,26 @@ func TestCompletionFlagsAreTheHelpPages(t *testing.T) {
 // shell in one line.
 func TestCompletionCommand(t *testing.T) {
 	for _, sh := range shells {
-		out, se, code := inProcess(t, "completion", sh)
+		out, se, code := mkbench(t, "completion", sh)
 		if code != 0 || se != "" || !strings.Contains(out, "mkbench __complete") {
 			t.Errorf("mkbench completion %s: exit %d, stderr %q, script %q", sh, code, se, out)
 		}
 	}
 	for _, args := range [][]string{{"completion"}, {"completion", "bsah"}} {
-		_, se, code := inProcess(t, args...)
+		_, se, code := mkbench(t, args...)
 		if code != 1 || strings.Count(se, "\n") != 1 {
 			t.Errorf("mkbench %q: exit %d, stderr %q; want one line and exit 1", args, code, se)
 		}
 	}
-	if _, se, _ := inProcess(t, "completion", "bsah"); !strings.Contains(se, "did you mean bash?") {
+	if _, se, _ := mkbench(t, "completion", "bsah"); !strings.Contains(se, "did you mean bash?") {
 		t.Errorf("a mistyped shell gets %q, no did you mean", se)
 	}
 	// __complete answers on stdout, one candidate a line and the directive last.
-	out, se, code := inProcess(t, "__complete", "run", "--preset", "sine-5")
+	out, se, code := mkbench(t, "__complete", "run", "--preset", "sine-5")
 	if code != 0 || se != "" || out != "sine-5shot\n:words\n" {
 		t.Errorf("mkbench __complete run --preset sine-5: exit %d, stderr %q, stdout %q", code, se, out)
 	}
-	if list, _, _ := inProcess(t, "help"); strings.Contains(list, completeCommand.name) {
+	if list, _, _ := mkbench(t, "help"); strings.Contains(list, completeCommand.name) {
 		t.Errorf("mkbench help lists the hidden %s", completeCommand.name)
 	}
 }

@@ -13,33 +13,6 @@ import (
 	"github.com/mkbench/mkbench/presets/models"
 )
 
-// inProcess runs mkbench's command line in this process, its output in
-// temporary files, and returns stdout, stderr and the exit status.
-func inProcess(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	dir := t.TempDir()
-	so, err := os.Create(filepath.Join(dir, "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	se, err := os.Create(filepath.Join(dir, "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	code := cli(args, so, se)
-	so.Close()
-	se.Close()
-	out, err := os.ReadFile(so.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	errOut, err := os.ReadFile(se.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), string(errOut), code
-}
-
 // Every command of the table has a help page, the same from mkbench help
 // CMD, mkbench CMD --help and -h, on stdout with exit 0: its synopsis,
 // its flags written --name in the order the command defines them, each
@@ -51,13 +24,13 @@ func TestHelpPages(t *testing.T) {
 			continue
 		}
 		args := strings.Fields(c.name)
-		page, se, code := inProcess(t, append([]string{"help"}, args...)...)
+		page, se, code := mkbench(t, append([]string{"help"}, args...)...)
 		if code != 0 || se != "" || !strings.HasPrefix(page, "mkbench "+c.name+": "+c.synopsis+"\n") {
 			t.Errorf("mkbench help %s: exit %d, stderr %q, page %q", c.name, code, se, page)
 			continue
 		}
 		for _, h := range []string{"--help", "-h"} {
-			if so, se, code := inProcess(t, append(args, h)...); code != 0 || se != "" || so != page {
+			if so, se, code := mkbench(t, append(args, h)...); code != 0 || se != "" || so != page {
 				t.Errorf("mkbench %s %s: exit %d, stderr %q, and a page unlike mkbench help %s's:\n%s", c.name, h, code, se, c.name, so)
 			}
 		}
@@ -73,7 +46,7 @@ func TestHelpPages(t *testing.T) {
 			t.Errorf("mkbench %s lacks examples, usage or long help", c.name)
 		}
 	}
-	page, _, _ := inProcess(t, "help", "run")
+	page, _, _ := mkbench(t, "help", "run")
 	flags := regexp.MustCompile(`(?m)^  --([a-z-]+)`).FindAllStringSubmatch(page, -1)
 	if len(flags) < 20 || flags[0][1] != "preset" || flags[1][1] != "variant" || flags[2][1] != "iters" {
 		t.Errorf("run's flags, in the order they matter, begin %v", flags[:min(3, len(flags))])
@@ -85,20 +58,20 @@ func TestHelpPages(t *testing.T) {
 			t.Errorf("mkbench help run lacks %q:\n%s", want, page)
 		}
 	}
-	if page, _, _ := inProcess(t, "help", "export"); !strings.Contains(page, "  --out FILE\n") {
+	if page, _, _ := mkbench(t, "help", "export"); !strings.Contains(page, "  --out FILE\n") {
 		t.Errorf("export's --out is not shown as a FILE:\n%s", page)
 	}
 	// The hidden alias works and is not advertised.
-	if page, _, _ := inProcess(t, "help", "models"); strings.Contains(page, "--dir") || !strings.Contains(page, "--models-dir DIR") {
+	if page, _, _ := mkbench(t, "help", "models"); strings.Contains(page, "--dir") || !strings.Contains(page, "--models-dir DIR") {
 		t.Errorf("mkbench help models:\n%s", page)
 	}
-	list, _, code := inProcess(t, "help")
+	list, _, code := mkbench(t, "help")
 	for _, c := range topCommands() {
 		if code != 0 || !strings.Contains(list, "  "+c+" ") {
 			t.Errorf("mkbench help does not list %s:\n%s", c, list)
 		}
 	}
-	if so, _, code := inProcess(t, "--version"); code != 0 || so != "mkbench "+version+"\n" {
+	if so, _, code := mkbench(t, "--version"); code != 0 || so != "mkbench "+version+"\n" {
 		t.Errorf("--version: %d %q", code, so)
 	}
 }
@@ -106,7 +79,7 @@ func TestHelpPages(t *testing.T) {
 // mkbench help settings names every --set key with its kind, its help and
 // its default in the presets.
 func TestHelpSettings(t *testing.T) {
-	so, se, code := inProcess(t, "help", "settings")
+	so, se, code := mkbench(t, "help", "settings")
 	if code != 0 || se != "" {
 		t.Fatalf("exit %d, %q", code, se)
 	}
@@ -139,7 +112,7 @@ func TestHelpSettings(t *testing.T) {
 
 // mkbench help environment names every variable mkbench's code reads.
 func TestHelpEnvironment(t *testing.T) {
-	so, _, code := inProcess(t, "help", "environment")
+	so, _, code := mkbench(t, "help", "environment")
 	if code != 0 {
 		t.Fatal(code)
 	}
@@ -172,7 +145,7 @@ func TestHelpEnvironment(t *testing.T) {
 // them; go generate writes them again.
 func TestDocsAreCurrent(t *testing.T) {
 	for _, doc := range []string{"cli", "settings"} {
-		want, _, code := inProcess(t, "help", "--markdown", doc)
+		want, _, code := mkbench(t, "help", "--markdown", doc)
 		if code != 0 || !strings.HasPrefix(want, "# ") {
 			t.Fatalf("help --markdown %s: exit %d", doc, code)
 		}
@@ -277,7 +250,7 @@ func TestLongEvalNote(t *testing.T) {
 // mkbench models has the settings column: the settings each model departs
 // from its preset in.
 func TestModelsSettingsColumn(t *testing.T) {
-	so, se, code := inProcess(t, "models")
+	so, se, code := mkbench(t, "models")
 	if code != 0 || !strings.Contains(strings.SplitN(so, "\n", 2)[0], "SETTINGS") {
 		t.Fatalf("mkbench models: exit %d, %q\n%s", code, se, so)
 	}
