@@ -17,6 +17,7 @@ type Device struct {
 	// (cl_command_queue*): the Device lives on the heap, so the pointer
 	// stays valid through the call.
 	queue uintptr
+	mem   memCounter // its buffers (memstats.go)
 }
 
 func openDevice(f found) (*Device, error) {
@@ -113,6 +114,7 @@ func Alloc[T Element](d *Device, n int) (*Buffer, error) {
 	if err := check(fmt.Sprintf("clCreateBuffer of %s", size(bytes)), uintptr(st)); err != nil {
 		return nil, err
 	}
+	d.mem.add(int64(bytes))
 	return &Buffer{h: h, dev: d, n: n, elem: elem, kind: kind}, nil
 }
 
@@ -121,6 +123,7 @@ func (b *Buffer) Release() {
 	if b != nil && b.h != 0 {
 		call(cl.releaseMemObject, b.h)
 		b.h = 0
+		b.dev.mem.add(-int64(b.n) * int64(b.elem))
 	}
 }
 
