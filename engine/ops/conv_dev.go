@@ -49,6 +49,15 @@ type convDev struct {
 	seed, stream uint64
 	thr          uint64
 	err          error
+
+	// res, when set, holds the network's parameters on the device
+	// (ConvResident): passes read its weights and leave their weight
+	// gradients in sum for it, seq being this core's place among its ops.
+	// fwds, bwds, fwdN and bwdN count passes and their images for its
+	// Passes.
+	res                    *ConvResident
+	seq                    int
+	fwds, bwds, fwdN, bwdN int
 }
 
 // convDevRes is what a convDev holds on the device, released when the
@@ -217,6 +226,15 @@ func (d *convDev) backward(gOut []float64, gws, gbs [][]float64) {
 	d.err = d.runBackward(gOut, gws, gbs)
 }
 
+// weights is the buffer of float32 weights the passes read: the resident
+// parameters' when there are, else this core's own.
+func (d *convDev) weights() *opencl.Buffer {
+	if d.res != nil {
+		return d.res.r.w
+	}
+	return d.r.w
+}
+
 // setWeights writes every block's wt and wrot (convSetup's layouts) in
 // float32, converted as float32() does, and sends them in one write.
 func (d *convDev) setWeights(ws, bs [][]float64) error {
@@ -280,8 +298,10 @@ func (d *convDev) runForward(N int, x []float64, ws, bs [][]float64, out []float
 	if err := d.resize(N); err != nil {
 		return err
 	}
-	if err := d.setWeights(ws, bs); err != nil {
-		return err
+	if d.res == nil {
+		if err := d.setWeights(ws, bs); err != nil {
+			return err
+		}
 	}
 	in, od := d.spec.InDim(), d.spec.OutDim()
 	sgemm.ToFloat32(d.x32, in, x, in, N, in)
@@ -298,7 +318,7 @@ func (d *convDev) runForward(N int, x []float64, ws, bs [][]float64, out []float
 			}
 			// z = alpha·(im2col·wt): the bias rides on the column of ones,
 			// and conv_pool applies ReLU and dropout as it pools.
-			if err := d.dev.Sgemm(false, false, rows, nf, ly.k1, d.alpha, r.col, 0, ly.k1, r.w, d.wOff[l], nf, 0, r.z, 0, nf); err != nil {
+			if err := d.dev.Sgemm(false, false, rows, nf, ly.k1, d.alpha, r.col, 0, ly.k1, d.weights(), d.wOff[l], nf, 0, r.z, 0, nf); err != nil {
 				return err
 			}
 			if d.train {
@@ -325,6 +345,8 @@ func (d *convDev) runForward(N int, x []float64, ws, bs [][]float64, out []float
 		return err
 	}
 	sgemm.ToFloat64(out, od, d.o32, od, N, od)
+	d.fwds++
+	d.fwdN += N
 	return nil
 }
 
@@ -400,7 +422,7 @@ func (d *convDev) runBackward(gOut []float64, gws, gbs [][]float64) error {
 				if err := d.im2col(r.z, 0, n, ly.h, ly.w, nf, false); err != nil {
 					return err
 				}
-				if err := d.dev.Sgemm(false, false, rows, ly.cin, 9*nf, 1, r.col, 0, 9*nf, r.w, d.wOff[l]+ly.k1*nf, ly.cin,
+				if err := d.dev.Sgemm(false, false, rows, ly.cin, 9*nf, 1, r.col, 0, 9*nf, d.weights(), d.wOff[l]+ly.k1*nf, ly.cin,
 					0, gout, g0*ly.p*ly.cin, ly.cin); err != nil {
 					return err
 				}
@@ -415,6 +437,14 @@ func (d *convDev) runBackward(gOut []float64, gws, gbs [][]float64) error {
 	a.buf(r.sum)
 	if err := a.launch(d.part); err != nil {
 		return err
+	}
+	d.bwds++
+	d.bwdN += N
+	if d.res != nil {
+		// The sums stay in r.sum for the resident parameters' step; the
+		// caller's gws and gbs are left as they are.
+		d.res.markGraded(d.seq)
+		return nil
 	}
 	if err := opencl.Read(r.sum, 0, d.s32); err != nil {
 		return err

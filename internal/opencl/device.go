@@ -2,6 +2,7 @@ package opencl
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -17,7 +18,22 @@ type Device struct {
 	// (cl_command_queue*): the Device lives on the heap, so the pointer
 	// stays valid through the call.
 	queue uintptr
-	mem   memCounter // its buffers (memstats.go)
+
+	// xfer counts the host↔device copies (Write, Read) for tests that
+	// check what crosses per step.
+	xfer struct{ writes, wbytes, reads, rbytes atomic.Int64 }
+	mem  memCounter // its buffers (memstats.go)
+}
+
+// Transfers is what Write and Read have copied to and from a device.
+type Transfers struct {
+	Writes, WriteBytes, Reads, ReadBytes int64
+}
+
+// Transfers returns the copies between host and d so far (Fill and Copy,
+// which stay on the device, are not counted).
+func (d *Device) Transfers() Transfers {
+	return Transfers{d.xfer.writes.Load(), d.xfer.wbytes.Load(), d.xfer.reads.Load(), d.xfer.rbytes.Load()}
 }
 
 func openDevice(f found) (*Device, error) {
@@ -149,6 +165,8 @@ func Write[T Element](b *Buffer, off int, src []T) error {
 	if err != nil || n == 0 {
 		return err
 	}
+	b.dev.xfer.writes.Add(1)
+	b.dev.xfer.wbytes.Add(int64(n))
 	return check("clEnqueueWriteBuffer", call(cl.enqueueWriteBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&src[0])), 0, 0, 0))
 }
 
@@ -159,6 +177,8 @@ func Read[T Element](b *Buffer, off int, dst []T) error {
 	if err != nil || n == 0 {
 		return err
 	}
+	b.dev.xfer.reads.Add(1)
+	b.dev.xfer.rbytes.Add(int64(n))
 	return check("clEnqueueReadBuffer", call(cl.enqueueReadBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&dst[0])), 0, 0, 0))
 }
 

@@ -1,0 +1,294 @@
+package ops
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/mkbench/mkbench/engine/internal/vecmath"
+	"github.com/mkbench/mkbench/internal/opencl"
+	"gonum.org/v1/gonum/floats"
+)
+
+var residentSpec = ConvSpec{Channels: 2, Height: 7, Width: 7, Blocks: 2, Filters: 8, Keep: 0.8}
+
+// residentTensors is a network's tensors in the model's order (block 0's
+// weights, its bias, block 1's …), copied.
+func residentTensors(ws, bs [][]float64) [][]float64 {
+	var ts [][]float64
+	for l := range ws {
+		ts = append(ts, slices.Clone(ws[l]), slices.Clone(bs[l]))
+	}
+	return ts
+}
+
+func residentZeros(spec ConvSpec) [][]float64 {
+	var ts [][]float64
+	for l := range spec.Blocks {
+		ts = append(ts, make([]float64, spec.Filters*spec.FanIn(l)), make([]float64, spec.Filters))
+	}
+	return ts
+}
+
+func residentRandom(spec ConvSpec, rng *rand.Rand, f func() float64) [][]float64 {
+	ts := residentZeros(spec)
+	for _, t := range ts {
+		for i := range t {
+			t[i] = f()
+		}
+	}
+	return ts
+}
+
+// residentHostAdam is engine/optim.go's update of tensor p: the decay,
+// then vecmath.Adam.
+func residentHostAdam(p, g, m, v []float64, s AdamStep) {
+	if s.Decay {
+		floats.Scale(s.Factor, p)
+	}
+	vecmath.Adam(p, g, m, v, s.Scale, s.Step, s.B1, s.B2, s.Eps)
+}
+
+// residentSteps are Adam steps at iteration it for spec's tensors: the
+// weights decayed, the biases at half the learning rate.
+func residentSteps(spec ConvSpec, it int, scale float64) []AdamStep {
+	const lr, b1, b2 = 1e-3, 0.9, 0.999
+	step := lr * math.Sqrt(1-math.Pow(b2, float64(it))) / (1 - math.Pow(b1, float64(it)))
+	var ss []AdamStep
+	for range spec.Blocks {
+		ss = append(ss, AdamStep{Scale: scale, Step: step, B1: b1, B2: b2, Eps: 1e-8, Factor: 1 - lr*0.01, Decay: true},
+			AdamStep{Scale: scale, Step: 0.5 * step, B1: b1, B2: b2, Eps: 1e-8})
+	}
+	return ss
+}
+
+// residentCompare checks got against want: bit for bit with double
+// masters, else within float32's rounding.
+func residentCompare(t *testing.T, what string, fp64 bool, got, want [][]float64) {
+	t.Helper()
+	for i := range want {
+		if fp64 {
+			for j := range want[i] {
+				if math.Float64bits(got[i][j]) != math.Float64bits(want[i][j]) {
+					t.Fatalf("%s: tensor %d value %d is %v, the host's %v", what, i, j, got[i][j], want[i][j])
+				}
+			}
+		} else if e := convRelErr(got[i], want[i]); !(e <= 1e-6) {
+			t.Fatalf("%s: tensor %d differs by %.3g relative L2", what, i, e)
+		}
+	}
+}
+
+// The device's Adam is engine/optim.go's on random inputs: with double
+// masters (cl_khr_fp64, which PoCL has) the parameters and moments are the
+// host's bits after each of three steps with decay, an LR scale and a
+// clipping scale; the float32 weights the kernels read are float32() of
+// the masters in conv_dev.go's layouts, bit for bit.
+func TestResidentAdamMatchesHost(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: double masters %v", dev.Info.Name, c.FP64())
+	rng := rand.New(rand.NewPCG(3, 4))
+	p := residentRandom(spec, rng, rng.NormFloat64)
+	m := residentRandom(spec, rng, func() float64 { return 0.01 * rng.NormFloat64() })
+	v := residentRandom(spec, rng, func() float64 { return 1e-4 * math.Abs(rng.NormFloat64()) })
+	if err := c.Upload(p, m, v); err != nil {
+		t.Fatal(err)
+	}
+	if !c.FP64() { // the host's reference starts from what the device holds
+		for _, ts := range [][][]float64{p, m, v} {
+			for _, x := range ts {
+				for i := range x {
+					x[i] = float64(float32(x[i]))
+				}
+			}
+		}
+	}
+	gp, gm, gv := residentZeros(spec), residentZeros(spec), residentZeros(spec)
+	for it := 1; it <= 3; it++ {
+		g := residentRandom(spec, rng, func() float64 { return math.Ldexp(rng.NormFloat64(), -rng.IntN(20)) })
+		h := make([]float64, c.n)
+		for l := range spec.Blocks {
+			c.packPart(h[c.partOf[l]:], g[2*l], g[2*l+1], l)
+		}
+		if err := c.write(c.r.g, h); err != nil {
+			t.Fatal(err)
+		}
+		steps := residentSteps(spec, it, 0.25*float64(it))
+		if err := c.Adam(steps); err != nil {
+			t.Fatal(err)
+		}
+		for i := range p {
+			residentHostAdam(p[i], g[i], m[i], v[i], steps[i])
+		}
+		if err := c.Download(gp, gm, gv); err != nil {
+			t.Fatal(err)
+		}
+		residentCompare(t, "parameters", c.FP64(), gp, p)
+		residentCompare(t, "first moments", c.FP64(), gm, m)
+		residentCompare(t, "second moments", c.FP64(), gv, v)
+	}
+	// The weights the kernels read.
+	d, err := newConvDev(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws, bs [][]float64
+	for l := range spec.Blocks {
+		ws, bs = append(ws, gp[2*l]), append(bs, gp[2*l+1])
+	}
+	if err := d.setWeights(ws, bs); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, d.wLen)
+	if err := opencl.Read(c.r.w, 0, got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, d.w32) {
+		t.Errorf("the packed float32 weights are not float32() of the masters in the kernels' layouts")
+	}
+}
+
+// Two kernels with resident parameters compute, over three training
+// steps, part 1's outputs bit for bit (same float32 weights from the same
+// masters), their summed gradient's square norm is the host's within
+// 1e-12, Adam on the device leaves the host's parameters (bits with
+// double masters), and what crosses per step is the images and output
+// gradients up, the features and the norm down, nothing else. The
+// callers' gradient slices are left untouched.
+func TestResidentConvMatchesPart1(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := []*convProblem{newConvProblem(spec, 5, 1), newConvProblem(spec, 3, 2)}
+	probs[1].ws, probs[1].bs = probs[0].ws, probs[0].bs // one network, two ops
+	var res, ref []*ConvKernel
+	for range probs {
+		k := newConvDevKernel(t, dev, spec)
+		if err := c.attach(k); err != nil {
+			t.Fatal(err)
+		}
+		res, ref = append(res, k), append(ref, newConvDevKernel(t, dev, spec))
+	}
+	p := residentTensors(probs[0].ws, probs[0].bs)
+	m, v := residentZeros(spec), residentZeros(spec)
+	if err := c.Upload(p, m, v); err != nil {
+		t.Fatal(err)
+	}
+	for it := 1; it <= 3; it++ {
+		var ws, bs [][]float64
+		for l := range spec.Blocks {
+			ws, bs = append(ws, p[2*l]), append(bs, p[2*l+1])
+		}
+		before := dev.Transfers()
+		var wantBytes int64
+		outs := make([][]float64, len(probs))
+		for i, pr := range probs {
+			outs[i] = make([]float64, pr.N*spec.OutDim())
+			if err := res[i].Forward(pr.N, pr.x, ws, bs, uint64(it), true, outs[i]); err != nil {
+				t.Fatal(err)
+			}
+			z := residentZeros(spec)
+			var gws, gbs [][]float64
+			for l := range spec.Blocks {
+				gws, gbs = append(gws, z[2*l]), append(gbs, z[2*l+1])
+			}
+			if err := res[i].Backward(pr.r, gws, gbs); err != nil {
+				t.Fatal(err)
+			}
+			for l := range gws {
+				if slices.ContainsFunc(gws[l], func(x float64) bool { return x != 0 }) || slices.ContainsFunc(gbs[l], func(x float64) bool { return x != 0 }) {
+					t.Fatalf("a resident backward wrote the caller's gradients")
+				}
+			}
+			wantBytes += 4 * int64(pr.N*(spec.InDim()+2*spec.OutDim()))
+		}
+		sq, err := c.GradNormSq()
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := residentSteps(spec, it, 0.5)
+		if err := c.Adam(steps); err != nil {
+			t.Fatal(err)
+		}
+		after := dev.Transfers()
+		wantBytes += 8
+		if !c.FP64() {
+			wantBytes -= 4
+		}
+		if w, r := after.Writes-before.Writes, after.Reads-before.Reads; w != 2*int64(len(probs)) || r != int64(len(probs))+1 ||
+			after.WriteBytes+after.ReadBytes-before.WriteBytes-before.ReadBytes != wantBytes {
+			t.Fatalf("step %d: %d writes and %d reads of %d bytes, want %d, %d and %d", it, w, r,
+				after.WriteBytes+after.ReadBytes-before.WriteBytes-before.ReadBytes, 2*len(probs), len(probs)+1, wantBytes)
+		}
+		// Part 1's path on the host's parameters.
+		g := residentZeros(spec)
+		for i, pr := range probs {
+			want, rgws, rgbs := ref[i].run(t, &convProblem{spec: spec, N: pr.N, x: pr.x, ws: ws, bs: bs, r: pr.r}, uint64(it), true)
+			if !slices.Equal(outs[i], want) {
+				t.Fatalf("step %d op %d: the features differ from part 1's", it, i)
+			}
+			for l := range rgws {
+				floats.Add(g[2*l], rgws[l])
+				floats.Add(g[2*l+1], rgbs[l])
+			}
+		}
+		var hsq float64
+		for _, x := range g {
+			hsq += floats.Dot(x, x)
+		}
+		if math.Abs(sq-hsq) > 1e-12*hsq {
+			t.Fatalf("step %d: device square norm %v, host %v", it, sq, hsq)
+		}
+		for i := range p {
+			residentHostAdam(p[i], g[i], m[i], v[i], steps[i])
+		}
+		gp, gm, gv := residentZeros(spec), residentZeros(spec), residentZeros(spec)
+		if err := c.Download(gp, gm, gv); err != nil {
+			t.Fatal(err)
+		}
+		if c.FP64() {
+			residentCompare(t, "parameters", true, gp, p)
+			residentCompare(t, "moments", true, gv, v)
+		} else {
+			p = gp // float32 masters: the host follows the device's
+		}
+	}
+}
+
+// A NaN in the images reaches the square norm (the host learns of a
+// non-finite gradient from the one scalar it reads).
+func TestResidentNaNNorm(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := newConvProblem(spec, 3, 5)
+	k := newConvDevKernel(t, dev, spec)
+	if err := c.attach(k); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Upload(residentTensors(pr.ws, pr.bs), residentZeros(spec), residentZeros(spec)); err != nil {
+		t.Fatal(err)
+	}
+	pr.x[7] = math.NaN()
+	pr.run(t, k, 1, true)
+	sq, err := c.GradNormSq()
+	if err != nil || !math.IsNaN(sq) {
+		t.Fatalf("square norm %v (%v), want NaN", sq, err)
+	}
+	// No backward since: the gradient is zero.
+	if sq, err = c.GradNormSq(); err != nil || sq != 0 {
+		t.Fatalf("square norm without a backward %v (%v), want 0", sq, err)
+	}
+}
