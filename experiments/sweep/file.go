@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/runfile"
 	"github.com/mkbench/mkbench/presets"
 )
@@ -25,7 +26,11 @@ type File struct {
 	Minutes   float64  `json:"minutes,omitempty"`  // training-time budget per unit; 0: none
 	EvalTasks int      `json:"eval_tasks,omitempty"`
 	Grid      []Axis   `json:"grid,omitempty"`
-	Slurm     Slurm    `json:"slurm"`
+	// Device is where every unit's image backbones run, as --device
+	// takes it (cpu, opencl, opencl:N, auto); "" when the file gives
+	// none. It is no setting: a unit's config.json is the same on any.
+	Device string `json:"device,omitempty"`
+	Slurm  Slurm  `json:"slurm"`
 }
 
 // Axis is one grid key and its values, each in ParseSet's syntax
@@ -45,7 +50,10 @@ type Slurm struct {
 	Mem         string   `json:"mem,omitempty"`  // "4G", "500M"
 	CPUsPerTask int      `json:"cpus_per_task,omitempty"`
 	MaxParallel int      `json:"max_parallel,omitempty"`
-	Extra       []string `json:"extra,omitempty"` // raw #SBATCH options, each "--name[=value]"
+	// Gres is what a unit on a device asks for (--gres), for clusters
+	// that name their GPUs ("gpu:a100:1"); "" asks for DefaultGres.
+	Gres  string   `json:"gres,omitempty"`
+	Extra []string `json:"extra,omitempty"` // raw #SBATCH options, each "--name[=value]"
 }
 
 // LineError is an error at a line of a sweep file: it reads
@@ -71,10 +79,10 @@ const MaxUnits = 100000
 var ErrSweepFile = errors.New("bad sweep file")
 
 // topKeys are the keys a sweep file may have, in the order help shows them.
-var topKeys = []string{"presets", "variants", "seeds", "iters", "minutes", "eval_tasks", "grid", "slurm"}
+var topKeys = []string{"presets", "variants", "seeds", "iters", "minutes", "eval_tasks", "grid", "device", "slurm"}
 
 // slurmKeys are the keys of its slurm section.
-var slurmKeys = []string{"partition", "account", "qos", "time", "mem", "cpus_per_task", "max_parallel", "extra"}
+var slurmKeys = []string{"partition", "account", "qos", "time", "mem", "cpus_per_task", "max_parallel", "gres", "extra"}
 
 // ownKeys are run settings the sweep sets with keys of its own, so a grid
 // over them is pointed there.
@@ -128,6 +136,8 @@ func ParseFile(name string, data []byte, baselines []string) (File, error) {
 			f.Minutes = x
 		case "grid":
 			return p.grid(v, &f)
+		case "device":
+			return p.device(v, &f)
 		case "slurm":
 			return p.slurm(v, &f.Slurm)
 		}
@@ -300,6 +310,35 @@ func (p parser) grid(n *yaml.Node, f *File) error {
 	return nil
 }
 
+// device reads device: one device for every unit, as --device takes it.
+// It is one value, not a grid axis: a unit's name and directory are its
+// settings, and the device is none (the same run on a GPU and on the
+// CPU agree within tolerances); compare devices with a sweep each.
+func (p parser) device(n *yaml.Node, f *File) error {
+	if n.Kind == yaml.SequenceNode {
+		return p.at(n, "device", &DeviceError{Value: kindName(n), Err: fmt.Errorf("one device for the whole sweep, not a list: %s; compare devices with a sweep file each", deviceForms)})
+	}
+	sel, err := opencl.ParseSelection(n.Value)
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || strings.TrimSpace(n.Value) == "" || err != nil {
+		return p.at(n, "device", &DeviceError{Value: n.Value, Err: fmt.Errorf("%q is not a device: %s", n.Value, deviceForms)})
+	}
+	f.Device = sel.String()
+	return nil
+}
+
+// deviceForms are the values device: takes.
+const deviceForms = "use cpu, opencl, opencl:N (N from mkbench devices) or auto"
+
+// DeviceError is a device: value that is none; Value is what was
+// written, for a did-you-mean.
+type DeviceError struct {
+	Value string
+	Err   error
+}
+
+func (e *DeviceError) Error() string { return e.Err.Error() }
+func (e *DeviceError) Unwrap() error { return e.Err }
+
 func kindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -317,6 +356,9 @@ var slurmTime = regexp.MustCompile(`^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d
 // slurmMem is Slurm's --mem: a number of megabytes, or with a K, M, G or
 // T suffix.
 var slurmMem = regexp.MustCompile(`^[1-9]\d*[KMGT]?$`)
+
+// slurmGres is Slurm's --gres: NAME[:TYPE][:COUNT], comma-separated.
+var slurmGres = regexp.MustCompile(`^[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*(,[A-Za-z0-9_.-]+(:[A-Za-z0-9_.-]+)*)*$`)
 
 // slurmWord is a partition, account or QOS name.
 var slurmWord = regexp.MustCompile(`^[A-Za-z0-9_.,-]+$`)
@@ -346,6 +388,8 @@ func (p parser) slurm(n *yaml.Node, s *Slurm) error {
 			return p.positiveInt(v, where, &s.CPUsPerTask)
 		case "max_parallel":
 			return p.positiveInt(v, where, &s.MaxParallel)
+		case "gres":
+			return word(&s.Gres, slurmGres, `a Slurm generic resource (e.g. "gpu:1", "gpu:a100:1")`)
 		case "extra":
 			return p.each(v, where, func(it *yaml.Node) error {
 				line := strings.TrimSpace(it.Value)
@@ -382,7 +426,7 @@ func (s Slurm) check() error {
 	for _, w := range []struct {
 		key, v string
 		re     *regexp.Regexp
-	}{{"partition", s.Partition, slurmWord}, {"account", s.Account, slurmWord}, {"qos", s.QOS, slurmWord}, {"time", s.Time, slurmTime}, {"mem", s.Mem, slurmMem}} {
+	}{{"partition", s.Partition, slurmWord}, {"account", s.Account, slurmWord}, {"qos", s.QOS, slurmWord}, {"time", s.Time, slurmTime}, {"mem", s.Mem, slurmMem}, {"gres", s.Gres, slurmGres}} {
 		if w.v != "" && !w.re.MatchString(w.v) {
 			return fmt.Errorf("slurm.%s %q is not one", w.key, w.v)
 		}

@@ -222,6 +222,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte("presets: [omniglot-5w1s]\nvariants: [rbf]\nminutes: 1.5\n"))
 	f.Add([]byte("presets: [sine-5shot]\ngrid:\n  sources: [\"a/b\", \"a+b\", A_b]\n  lr: [0.001, 0x1p-3, 1e-3]\n"))
 	f.Add([]byte("presets: [sine-5shot]\ngrid:\n  lr: [0.001" + strings.Repeat("0", 300) + "1, 0.001]\n"))
+	f.Add([]byte("presets: [sine-5shot]\ndevice: opencl:2\nslurm: {gres: \"gpu:a100:1\"}\n"))
 	f.Add([]byte("presets: [sine-5shot]\nslurm:\n  extra: [\"--outp=/x\", \"-C avx2\", \"-Hox\", \"--exp=A\"]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := ParseFile("f.yaml", data, []string{"maml"})
@@ -259,6 +260,14 @@ func FuzzParseFile(f *testing.F) {
 		}
 		if _, err := engine.MinutesBudget(file.Minutes); err != nil {
 			t.Fatalf("minutes %g passed", file.Minutes)
+		}
+		// sweep.json is checked as the parser checks: what it passed,
+		// Load takes.
+		if err := file.Slurm.check(); err != nil {
+			t.Fatalf("slurm settings passed the parser, not the manifest's check: %v", err)
+		}
+		if len(units) > 0 && !printable(units[0]) {
+			t.Fatalf("unit %q is not printable (device %q)", units[0].Name, units[0].Device)
 		}
 	})
 }

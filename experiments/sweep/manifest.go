@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mkbench/mkbench/engine"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/runfile"
 )
 
@@ -87,7 +88,7 @@ func Load(dir string) (Manifest, error) {
 		return m, fmt.Errorf("sweep: %s is damaged: %v", filepath.Join(dir, FileManifest), err)
 	}
 	for i, u := range m.Units {
-		if u.Index != i || u.Name == "" || !unitDirOK(u.Dir) || u.Name != filepath.Base(u.Dir) || !printable(u) {
+		if _, err := opencl.ParseSelection(u.Device); u.Index != i || u.Name == "" || !unitDirOK(u.Dir) || u.Name != filepath.Base(u.Dir) || !printable(u) || err != nil {
 			return m, fmt.Errorf("sweep: %s is damaged: unit %d (%q) is malformed", filepath.Join(dir, FileManifest), i, u.Name)
 		}
 		// Two units in one directory would train over each other.
@@ -102,7 +103,7 @@ func Load(dir string) (Manifest, error) {
 // printable reports whether every text of u shows on a terminal as it is
 // (runfile.Printable): status, the report and the workbench print them.
 func printable(u Unit) bool {
-	texts := append([]string{u.Name, u.Dir, u.Preset, u.Variant, u.Record}, u.Grid...)
+	texts := append([]string{u.Name, u.Dir, u.Preset, u.Variant, u.Record, u.Device}, u.Grid...)
 	for _, t := range append(texts, u.Set...) {
 		if runfile.Printable(t) != t {
 			return false
@@ -184,7 +185,9 @@ func Create(dir string, m Manifest, source []byte) error {
 	return m.write(dir)
 }
 
-// sameUnits reports whether two unit lists run the same runs.
+// sameUnits reports whether two unit lists run the same runs. The
+// device is not compared: the same runs on another device are the same
+// sweep (SetDevice).
 func sameUnits(a, b []Unit) bool {
 	return slices.EqualFunc(a, b, func(x, y Unit) bool {
 		return x.Name == y.Name && x.Dir == y.Dir && x.Preset == y.Preset && x.Variant == y.Variant &&
@@ -240,6 +243,21 @@ func SetBinary(dir, binary string) error {
 		return err
 	}
 	m.Binary = binary
+	return m.write(dir)
+}
+
+// SetDevice records device as every unit's (Unit.Device), so that the
+// workers started from now on run there: a sweep run again, or resumed,
+// with another --device.
+func SetDevice(dir, device string) error {
+	m, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(m.Units, func(u Unit) bool { return u.Device != device }) {
+		return nil
+	}
+	WithDevice(m.Units, device)
 	return m.write(dir)
 }
 

@@ -36,6 +36,24 @@ type Unit struct {
 	Set []string `json:"set"`
 	// Minutes is the training-time budget (0: none).
 	Minutes float64 `json:"minutes,omitempty"`
+	// Device is where the unit's worker runs its backbones, as --device
+	// takes it: the sweep's --device, else the file's device:, else
+	// $MKBENCH_DEVICE, else cpu, settled when the sweep starts (and by
+	// sweep resume --device). "" (sweeps made before devices, an
+	// experiment's units) leaves the worker's $MKBENCH_DEVICE. It is not
+	// in Set: the run's config is the same on any device.
+	Device string `json:"device,omitempty"`
+}
+
+// OnDevice reports whether the unit asks for a device other than the
+// CPU, and so, on Slurm, for a GPU.
+func (u Unit) OnDevice() bool { return u.Device != "" && u.Device != "cpu" }
+
+// WithDevice sets every unit's Device to device.
+func WithDevice(units []Unit, device string) {
+	for i := range units {
+		units[i].Device = device
+	}
 }
 
 // Spec is the unit's run spec.
@@ -94,7 +112,7 @@ func (f File) Units() []Unit {
 			}
 			for _, v := range variants {
 				for _, pt := range points {
-					u := Unit{Index: len(out), Preset: pn, Variant: v, Seed: seed, Grid: pt, Minutes: f.Minutes}
+					u := Unit{Index: len(out), Preset: pn, Variant: v, Seed: seed, Grid: pt, Minutes: f.Minutes, Device: f.Device}
 					u.Set = append(append(u.Set, pt...), fmt.Sprintf("seed=%d", seed))
 					if f.Iters > 0 {
 						u.Set = append(u.Set, fmt.Sprintf("iters=%d", f.Iters))

@@ -73,6 +73,9 @@ func Script(m Manifest, dir string, indices []int) string {
 	if s.CPUsPerTask > 0 {
 		line("#SBATCH --cpus-per-task=%d", s.CPUsPerTask)
 	}
+	if g := gres(m, indices); g != "" {
+		line("#SBATCH --gres=%s", g)
+	}
 	for _, e := range s.Extra {
 		line("#SBATCH %s", e)
 	}
@@ -81,6 +84,31 @@ func Script(m Manifest, dir string, indices []int) string {
 	line(`export GOMAXPROCS="${SLURM_CPUS_PER_TASK:-${SLURM_CPUS_ON_NODE:-1}}"`)
 	line(`exec %s sweep work %s --index "$SLURM_ARRAY_TASK_ID"`, shellQuote(m.Binary), shellQuote(dir))
 	return b.String()
+}
+
+// DefaultGres is what a unit on a device asks Slurm for without a
+// slurm.gres of the sweep's: one GPU.
+const DefaultGres = "gpu:1"
+
+// gres is the generic resource the array of the units at indices asks
+// for: a GPU (slurm.gres, else DefaultGres) when one of them runs on a
+// device, none when all run on the CPU. A --gres or --gpus among the
+// extra lines (how a GPU was asked for before device:) says it alone.
+func gres(m Manifest, indices []int) string {
+	for _, e := range m.File.Slurm.Extra {
+		if strings.HasPrefix(e, "--gres") || strings.HasPrefix(e, "--gpus") || strings.HasPrefix(e, "-G") {
+			return ""
+		}
+	}
+	for _, i := range indices {
+		if i >= 0 && i < len(m.Units) && m.Units[i].OnDevice() {
+			if m.File.Slurm.Gres != "" {
+				return m.File.Slurm.Gres
+			}
+			return DefaultGres
+		}
+	}
+	return ""
 }
 
 // arraySpec writes indices as Slurm's --array list: runs of consecutive

@@ -43,6 +43,10 @@ type UnitStatus struct {
 	Deaths int  `json:"deaths,omitempty"`
 	// Starts is how many times a worker took the unit up.
 	Starts int `json:"starts"`
+	// Ran is the device the run finished on (summary.json's device,
+	// engine.DeviceLabel's form) once done; before, the unit's Device
+	// says what its worker was asked for.
+	Ran string `json:"ran_on,omitempty"`
 	// TrainSeconds is the run's training time once done.
 	TrainSeconds float64 `json:"train_seconds,omitempty"`
 	// Slurm is the state Slurm gives the unit's array task ("RUNNING",
@@ -51,6 +55,27 @@ type UnitStatus struct {
 	Node  string `json:"node,omitempty"`
 	// Queued: Slurm still holds the unit's task (QueueTask.Active).
 	Queued bool `json:"queued,omitempty"`
+}
+
+// RanOn is the device a finished run ran on, as summary.json says:
+// "cpu" for a summary written before devices, all of which ran there.
+// The label is made printable, summary.json being a file someone may
+// hand over.
+func RanOn(sum engine.Summary) string {
+	if sum.Device == "" {
+		return engine.CPU
+	}
+	return runfile.Printable(sum.Device)
+}
+
+// DeviceText is the unit's device as its row shows it: the one it
+// finished on, else the one its worker was asked for, "" when neither is
+// known (a sweep made before devices).
+func (u UnitStatus) DeviceText() string {
+	if u.Ran != "" {
+		return u.Ran
+	}
+	return u.Device
 }
 
 // Status is a sweep's state: each unit's, and the counts.
@@ -110,6 +135,7 @@ func UnitOf(dir string, u Unit) UnitStatus {
 	case st.Summary != nil:
 		sum := st.Summary
 		us.State, us.Eval, us.Iter, us.Iters, us.TrainSeconds = StateDone, sum.Eval, sum.Iters, sum.Iters, sum.TrainSeconds
+		us.Ran = RanOn(*sum)
 	case st.Held:
 		// A live worker holds it, here or on another node: whatever its
 		// history, it is running.
