@@ -43,13 +43,13 @@ type Axis struct {
 // Slurm holds the job settings of the slurm engine; every field is
 // optional, and an empty one leaves the cluster's default.
 type Slurm struct {
-	Partition   string   `json:"partition,omitempty"`
-	Account     string   `json:"account,omitempty"`
-	QOS         string   `json:"qos,omitempty"`
-	Time        string   `json:"time,omitempty"` // Slurm's time format: "90", "02:00:00", "1-12:00:00"
-	Mem         string   `json:"mem,omitempty"`  // "4G", "500M"
-	CPUsPerTask int      `json:"cpus_per_task,omitempty"`
-	MaxParallel int      `json:"max_parallel,omitempty"`
+	Partition   string `json:"partition,omitempty"`
+	Account     string `json:"account,omitempty"`
+	QOS         string `json:"qos,omitempty"`
+	Time        string `json:"time,omitempty"` // Slurm's time format: "90", "02:00:00", "1-12:00:00"
+	Mem         string `json:"mem,omitempty"`  // "4G", "500M"
+	CPUsPerTask int    `json:"cpus_per_task,omitempty"`
+	MaxParallel int    `json:"max_parallel,omitempty"`
 	// Gres is what a unit on a device asks for (--gres), for clusters
 	// that name their GPUs ("gpu:a100:1"); "" asks for DefaultGres.
 	Gres  string   `json:"gres,omitempty"`
