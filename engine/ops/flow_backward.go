@@ -37,6 +37,9 @@ func (k *FlowKernel) backwardCore(theta, gOut, gOmega0 []float64) error {
 		return fmt.Errorf("flow: omega0 gradient has %d values, want %d", len(gOmega0), T*D*d)
 	}
 	k.cur.backwardCore(gOut, gOmega0)
+	if err := flowFailed(k.cur); err != nil {
+		return err
+	}
 	k.bwdDone = true
 	return nil
 }
@@ -146,7 +149,7 @@ func (k *FlowKernel) gradTheta(cond, gTheta []float64) error {
 		return fmt.Errorf("flow: cond has %d values, want %d", len(cond), k.T*k.info.Cond)
 	}
 	k.cur.gradTheta(gTheta)
-	return nil
+	return flowFailed(k.cur)
 }
 
 // flowReduce assembles the theta gradient of one half q: the chunk
@@ -211,7 +214,7 @@ func (k *FlowKernel) gradCond(theta, gCond []float64) error {
 		return fmt.Errorf("flow: theta has %d values, want %d", len(theta), k.info.nP)
 	}
 	k.cur.gradCond(gCond)
-	return nil
+	return flowFailed(k.cur)
 }
 
 func (k *flowCore[F]) gradCond(gCond []float64) {

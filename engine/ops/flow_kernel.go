@@ -7,6 +7,7 @@ import (
 	"github.com/mkbench/mkbench/engine/internal/dgemm"
 	"github.com/mkbench/mkbench/engine/internal/gemmcore"
 	"github.com/mkbench/mkbench/engine/internal/sgemm"
+	"github.com/mkbench/mkbench/internal/opencl"
 )
 
 // flowChunks is the fixed number of task chunks the work is split into.
@@ -162,9 +163,12 @@ type flowImpl interface {
 // float32 internally (products and element-wise kernels from
 // internal/sgemm, AVX2+FMA assembly where the CPU has it): outputs and
 // gradients agree with a float64 evaluation to ~1e-6 relative (normwise)
-// and are bit-identical for any GOMAXPROCS. Buffers are sized on first use
-// and reused, so passes after the first allocate nothing; a FlowKernel is
-// not safe for concurrent use.
+// and are bit-identical for any GOMAXPROCS. When its pool has an OpenCL
+// device, the kernel runs there instead (flowDev, in float32: agreeing with
+// the CPU within ~1e-6, equal bytes run after run on one device), unless a
+// test forces float64. Buffers are sized on first use and reused (grown,
+// never shrunk), so passes after the first allocate nothing on the CPU; a
+// FlowKernel is not safe for concurrent use.
 type FlowKernel struct {
 	info flowSpecInfo
 	pool *Pool
@@ -174,7 +178,11 @@ type FlowKernel struct {
 	f64 bool
 	c32 *flowCore[float32]
 	c64 *flowCore[float64]
-	cur flowImpl // the core of the last Forward
+	// device is the pool's device when the kernel was made (nil: the CPU),
+	// and dev the core that runs there (flow_dev.go).
+	device *opencl.Device
+	dev    *flowDev
+	cur    flowImpl // the core of the last Forward
 
 	T, D        int
 	cond, theta []float64 // inputs of the last Forward (not copied)
@@ -189,7 +197,7 @@ func NewFlowKernel(p *Pool, spec FlowSpec) (*FlowKernel, error) {
 		return nil, err
 	}
 	info := flowSpecInfo{FlowSpec: spec, layers: spec.layout(), nP: spec.NumParams(), nh: 2 * spec.Layers}
-	return &FlowKernel{info: info, pool: p}, nil
+	return &FlowKernel{info: info, pool: p, device: p.Device()}, nil
 }
 
 // UseFloat64 makes the following passes run in float64 (the same code,
@@ -308,18 +316,30 @@ func (k *flowCore[F]) splitGemm(tA, tB bool, m, n, kk int, a []F, lda int, b []F
 	k.jGemm = flowSplitGemm[F]{}
 }
 
-// core returns the core for the precision of the next Forward.
-func (k *FlowKernel) core() flowImpl {
-	if k.f64 {
+// core returns the core for the precision of the next Forward: float64
+// when a test asks for it, else the pool's device if it has one, else the
+// CPU's float32.
+func (k *FlowKernel) core() (flowImpl, error) {
+	switch {
+	case k.f64:
 		if k.c64 == nil {
 			k.c64 = newFlowCore(k.pool, k.info, &flowMath64)
 		}
-		return k.c64
+		return k.c64, nil
+	case k.device != nil:
+		if k.dev == nil {
+			d, err := newFlowDev(k.device, k.info)
+			if err != nil {
+				return nil, err
+			}
+			k.dev = d
+		}
+		return k.dev, nil
 	}
 	if k.c32 == nil {
 		k.c32 = newFlowCore(k.pool, k.info, &flowMath32)
 	}
-	return k.c32
+	return k.c32, nil
 }
 
 // Forward maps omega0 (T×D×Dim) through the flow conditioned on cond (T×Cond)
@@ -341,10 +361,18 @@ func (k *FlowKernel) Forward(T, D int, omega0, cond, theta, out []float64) error
 	case len(out) != T*D*(d+1):
 		return fmt.Errorf("flow: out has %d values, want T·D·(Dim+1) = %d", len(out), T*D*(d+1))
 	}
-	k.cur = k.core()
+	cur, err := k.core()
+	if err != nil {
+		return err
+	}
+	k.cur = cur
 	k.T, k.D = T, D
 	k.cond, k.theta = cond, theta
 	k.cur.forward(T, D, omega0, cond, theta, out)
+	if err := flowFailed(k.cur); err != nil {
+		k.fwdDone, k.bwdDone = false, false
+		return err
+	}
 	k.fwdDone, k.bwdDone = true, false
 	return nil
 }

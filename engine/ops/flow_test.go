@@ -610,11 +610,26 @@ func TestFlowHelpersEnd(t *testing.T) {
 // at the realistic size (T=25, D=128, d=40, c=80, H=128, K=4).
 func BenchmarkCouplingFlow(b *testing.B) {
 	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
-	p := newFlowProblem(spec, 25, 128, 0, 10)
 	k, err := NewFlowKernel(nil, spec)
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchFlowPass(b, k, newFlowProblem(spec, 25, 128, 0, 10))
+}
+
+// BenchmarkCouplingFlowOmniglot is one pass at the Omniglot step's size
+// (flowOmniglotSpec: T=6, D=780, d=256, c=768, H=128, K=4), the CPU twin of
+// BenchmarkCouplingFlowOmniglotDevice.
+func BenchmarkCouplingFlowOmniglot(b *testing.B) {
+	k, err := NewFlowKernel(nil, flowOmniglotSpec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchFlowPass(b, k, newFlowProblem(flowOmniglotSpec, flowOmniglotT, flowOmniglotD, 0, 10))
+}
+
+// benchFlowPass times k's forward and backward passes on p.
+func benchFlowPass(b *testing.B, k *FlowKernel, p *flowProblem) {
 	out := make([]float64, len(p.r))
 	gO := make([]float64, len(p.omega0))
 	gC := make([]float64, len(p.cond))

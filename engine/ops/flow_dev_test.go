@@ -1,0 +1,230 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/mkbench/mkbench/internal/opencl"
+)
+
+// newFlowDevKernel is a kernel whose pool has dev.
+func newFlowDevKernel(t testing.TB, dev *opencl.Device, spec FlowSpec) *FlowKernel {
+	t.Helper()
+	p := &Pool{}
+	p.SetDevice(dev)
+	k, err := NewFlowKernel(p, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// flowOmniglotSpec is the flow of engine's omniglotLikeConfig (the
+// omniglot-5w1s preset): ω of Conv-4's 2·2·64 features, the BiLSTM
+// context's 3·256, hidden width 128, four layers; 6 tasks of 780 bases.
+var flowOmniglotSpec = FlowSpec{Layers: 4, Dim: 256, Cond: 768, Hidden: 128}
+
+const flowOmniglotT, flowOmniglotD = 6, 780
+
+// flowDevCases are the device tests' flows: the small odd and even ones
+// (odd dimensions, one task), the sine preset's size and the Omniglot
+// step's (with fewer bases under -short).
+func flowDevCases() []struct {
+	name string
+	spec FlowSpec
+	T, D int
+} {
+	omniD := flowOmniglotD
+	if testing.Short() {
+		omniD = 130 // a sixth of the bases: the float64 reference dominates
+	}
+	cases := append([]struct {
+		name string
+		spec FlowSpec
+		T, D int
+	}{}, flowSmallSpecs...)
+	return append(cases, []struct {
+		name string
+		spec FlowSpec
+		T, D int
+	}{
+		{"sine", FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}, 25, 128},
+		{"omniglot", flowOmniglotSpec, flowOmniglotT, omniD},
+	}...)
+}
+
+// flowDevSteps is ω after every step of tasks 0 and T-1.
+func flowDevSteps(k *FlowKernel, T int) [][]float64 {
+	var all [][]float64
+	for _, t := range []int{0, T - 1} {
+		all = append(all, k.Steps(t)...)
+	}
+	return all
+}
+
+// TestFlowDevMatchesCPU: the device's outputs (ω_K and the log-dets), ω
+// after each step and every gradient (ω₀, the context, the parameters)
+// agree with the CPU's float32 kernel and with its float64 one within 1e-5
+// relative L2, at initialization and with trained-like parameters that
+// drive every path.
+func TestFlowDevMatchesCPU(t *testing.T) {
+	dev := testDevice(t)
+	for _, c := range flowDevCases() {
+		for _, scale := range []float64{0, 0.05} {
+			name := fmt.Sprintf("%s/scale=%g", c.name, scale)
+			p := newFlowProblem(c.spec, c.T, c.D, scale, 41)
+			kd := newFlowDevKernel(t, dev, c.spec)
+			rd := p.run(t, kd)
+			if _, ok := kd.cur.(*flowDev); !ok {
+				t.Fatalf("%s: a pool with a device ran %T", name, kd.cur)
+			}
+			sd := flowDevSteps(kd, c.T)
+			worst := 0.0
+			for _, f64 := range []bool{false, true} {
+				kc := newFlowKernelPrec(t, c.spec, f64)
+				rc := p.run(t, kc)
+				sc := flowDevSteps(kc, c.T)
+				check := func(e float64, what string) {
+					worst = max(worst, e)
+					if !(e <= 1e-5) {
+						t.Errorf("%s: %s differs from the CPU's %s by %.3g relative L2", name, what, flowPrecName(f64), e)
+					}
+				}
+				for i, what := range []string{"output", "ω₀ gradient", "context gradient", "theta gradient"} {
+					check(flowRelErr(rd[i], rc[i]), what)
+				}
+				if len(sd) != len(sc) {
+					t.Fatalf("%s: %d steps on the device, %d on the CPU", name, len(sd), len(sc))
+				}
+				for i := range sd {
+					check(flowRelErr(sd[i], sc[i]), fmt.Sprintf("ω of step %d", i%(c.spec.Layers+1)))
+				}
+			}
+			t.Logf("%s: largest relative L2 difference %.2g", name, worst)
+		}
+	}
+}
+
+// flowRunDiffers is the first result whose bytes differ between a and b,
+// or -1.
+func flowRunDiffers(a, b flowRun) int {
+	for j := range a {
+		if !slices.Equal(a[j], b[j]) {
+			return j
+		}
+	}
+	return -1
+}
+
+// TestFlowDevDeterministic: two passes of one kernel, and a pass of a
+// second kernel on the same device, give the same bytes.
+func TestFlowDevDeterministic(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 128}
+	p := newFlowProblem(spec, 7, 96, 0.05, 42)
+	k := newFlowDevKernel(t, dev, spec)
+	first := p.run(t, k)
+	for i, again := range []flowRun{p.run(t, k), p.run(t, newFlowDevKernel(t, dev, spec))} {
+		if j := flowRunDiffers(again, first); j >= 0 {
+			t.Errorf("run %d: result %d differs from the first run's bytes", i+2, j)
+		}
+	}
+}
+
+// TestFlowDevNaN: a NaN in one task's ω₀ makes that task's output NaN and
+// leaves the other tasks' bytes alone, the parameter gradient turns NaN (a
+// diverged step must reach the trainer's check), and the next clean pass
+// gives the clean bytes again (no NaN stays behind in a buffer).
+func TestFlowDevNaN(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 2, Dim: 6, Cond: 3, Hidden: 16}
+	p := newFlowProblem(spec, 3, 16, 0.5, 43)
+	k := newFlowDevKernel(t, dev, spec)
+	clean := p.run(t, k)
+	saved := p.omega0[len(p.omega0)/2]
+	p.omega0[len(p.omega0)/2] = math.NaN() // task 1
+	bad := p.run(t, k)
+	out, n := bad[0], len(bad[0])/3
+	if !slices.Equal(out[:n], clean[0][:n]) || !slices.Equal(out[2*n:], clean[0][2*n:]) {
+		t.Error("a NaN in task 1 changed other tasks' outputs")
+	}
+	if !slices.ContainsFunc(out[n:2*n], math.IsNaN) {
+		t.Error("a NaN in ω₀ left the task's output finite")
+	}
+	if !slices.ContainsFunc(bad[3], math.IsNaN) {
+		t.Error("a NaN in ω₀ left the parameter gradient finite")
+	}
+	p.omega0[len(p.omega0)/2] = saved
+	if j := flowRunDiffers(p.run(t, k), clean); j >= 0 {
+		t.Errorf("after a NaN pass, result %d of a clean pass differs from the clean bytes", j)
+	}
+}
+
+// TestFlowDevConcurrent: two kernels on one device run at once (the staged
+// step does) and each gives the bytes it gives alone.
+func TestFlowDevConcurrent(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 4, Dim: 40, Cond: 80, Hidden: 64}
+	ps := []*flowProblem{newFlowProblem(spec, 5, 64, 0.05, 44), newFlowProblem(spec, 3, 80, 0.05, 45)}
+	ks := []*FlowKernel{newFlowDevKernel(t, dev, spec), newFlowDevKernel(t, dev, spec)}
+	want := []flowRun{ps[0].run(t, ks[0]), ps[1].run(t, ks[1])}
+	got := make([][]flowRun, 2)
+	var wg sync.WaitGroup
+	for i := range ks {
+		wg.Go(func() {
+			for range 4 {
+				got[i] = append(got[i], ps[i].run(t, ks[i]))
+			}
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		for r, run := range got[i] {
+			if j := flowRunDiffers(run, want[i]); j >= 0 {
+				t.Errorf("kernel %d, concurrent run %d: result %d differs from its run alone", i, r, j)
+			}
+		}
+	}
+}
+
+// TestFlowDevResize: passes of other sizes on one kernel (growing,
+// shrinking, back) give the bytes a fresh kernel gives at that size.
+func TestFlowDevResize(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 3, Dim: 9, Cond: 5, Hidden: 24}
+	k := newFlowDevKernel(t, dev, spec)
+	for i, sz := range [][2]int{{3, 16}, {6, 40}, {1, 7}, {4, 40}, {6, 40}} {
+		p := newFlowProblem(spec, sz[0], sz[1], 0.1, uint64(50+i))
+		got := p.run(t, k)
+		if j := flowRunDiffers(got, p.run(t, newFlowDevKernel(t, dev, spec))); j >= 0 {
+			t.Errorf("pass %d (T=%d, D=%d): result %d differs from a fresh kernel's", i, sz[0], sz[1], j)
+		}
+		if e := flowRelErr(got[0], p.run(t, newFlowKernelPrec(t, spec, true))[0]); !(e <= 1e-5) {
+			t.Errorf("pass %d (T=%d, D=%d): output differs from the CPU's float64 by %.3g", i, sz[0], sz[1], e)
+		}
+	}
+}
+
+// TestFlowDevFloat64StaysOnCPU: a test's UseFloat64 runs the CPU's float64
+// core even when the pool has a device.
+func TestFlowDevFloat64StaysOnCPU(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 1, Dim: 4, Cond: 2, Hidden: 8}
+	k := newFlowDevKernel(t, dev, spec)
+	k.UseFloat64()
+	newFlowProblem(spec, 2, 4, 0.5, 46).run(t, k)
+	if _, ok := k.cur.(*flowCore[float64]); !ok {
+		t.Fatalf("UseFloat64 on a device pool ran %T", k.cur)
+	}
+}
+
+// BenchmarkCouplingFlowOmniglotDevice is BenchmarkCouplingFlowOmniglot on
+// the first OpenCL device (on PoCL: the path's overhead, not a GPU's
+// speed).
+func BenchmarkCouplingFlowOmniglotDevice(b *testing.B) {
+	dev := testDevice(b)
+	benchFlowPass(b, newFlowDevKernel(b, dev, flowOmniglotSpec), newFlowProblem(flowOmniglotSpec, flowOmniglotT, flowOmniglotD, 0, 10))
+}
