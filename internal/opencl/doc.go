@@ -1,6 +1,7 @@
 // Package opencl is mkbench's device layer: a small OpenCL binding, loaded
 // at run time, with CLBlast for the matrix products. The engine's device
-// kernels (conv, ResNet) are built on it; it imports nothing of mkbench's.
+// kernels (conv, ResNet) are built on it; of mkbench's it imports only the
+// leaf internal/runfile (sizes as the rest of mkbench prints them).
 //
 // # What it offers
 //

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // The classes of failure a caller may want to tell apart (errors.Is): each
@@ -141,16 +143,5 @@ var statusNames = map[Status]string{
 	-2040: "CLBlastUnknownError", -2039: "CLBlastUnexpectedError",
 }
 
-// size prints a byte count as runfile.Size does (this leaf package
-// imports nothing of mkbench's, so the few lines are repeated).
-func size(n uint64) string {
-	switch {
-	case n < 1<<10:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
-	case n < 1<<30:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%.1f GB", float64(n)/(1<<30))
-}
+// size prints a byte count as the rest of mkbench does.
+func size(n uint64) string { return runfile.Size(int64(min(n, 1<<62))) }
