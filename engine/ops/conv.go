@@ -519,6 +519,7 @@ func (k *ConvKernel) Forward(N int, x []float64, ws, bs [][]float64, seed uint64
 			}
 			k.dev = d
 		}
+		k.shareDevice()
 		k.cur = k.dev
 	default:
 		if k.c32 == nil {

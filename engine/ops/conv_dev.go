@@ -58,24 +58,32 @@ type convDev struct {
 	res                    *ConvResident
 	seq                    int
 	fwds, bwds, fwdN, bwdN int
+
+	// lease holds the pool's arena slot (device_arena.go) whose buffers
+	// a pass uses, from Forward to the end of Backward; need is what a
+	// pass of N images asks of them.
+	lease devLease
+	need  struct{ act, arg, col, z, drop, g, part int }
 }
 
-// convDevRes is what a convDev holds on the device, released when the
-// convDev is collected (a ConvKernel has no Close).
+// convDevRes is what a convDev uses on the device. Its kernels, and sum
+// where the parameters are resident (their step reads it after the
+// pass), are its own, released when the convDev is collected (a
+// ConvKernel has no Close); the other buffers are the pass's arena slot's
+// (bind), which the arena owns.
 type convDevRes struct {
 	im2col, mask, pool, unpool, reduce *opencl.Kernel
 
 	act, col, z, gA, gB, w, part, sum *opencl.Buffer // float32
 	arg, drop                         *opencl.Buffer // uint8: argmaxes, dropout masks
+	own                               *opencl.Buffer // sum, when it is this core's
 }
 
 func (r *convDevRes) release() {
 	for _, k := range [...]*opencl.Kernel{r.im2col, r.mask, r.pool, r.unpool, r.reduce} {
 		k.Release()
 	}
-	for _, b := range [...]*opencl.Buffer{r.act, r.col, r.z, r.gA, r.gB, r.w, r.part, r.sum, r.arg, r.drop} {
-		b.Release()
-	}
+	r.own.Release()
 }
 
 // convDevColCap bounds the column buffer (im2col rows of a group of
@@ -113,12 +121,6 @@ func newConvDev(dev *opencl.Device, spec ConvSpec) (*convDev, error) {
 	}
 	d.w32 = make([]float32, d.wLen)
 	d.s32 = make([]float32, d.part)
-	if err := convDevEnsure[float32](dev, &d.r.w, d.wLen); err != nil {
-		return nil, err
-	}
-	if err := convDevEnsure[float32](dev, &d.r.sum, d.part); err != nil {
-		return nil, err
-	}
 	return d, nil
 }
 
@@ -141,10 +143,10 @@ func convDevEnsure[T opencl.Element](dev *opencl.Device, b **opencl.Buffer, n in
 	return nil
 }
 
-// resize lays out the buffers for N images, allocating only what grows.
+// resize lays out the buffers for N images and binds them (bind).
 func (d *convDev) resize(N int) error {
 	if N == d.N {
-		return nil
+		return d.bind()
 	}
 	d.N = 0 // until every buffer is there
 	nc := min(N, convChunks)
@@ -175,16 +177,9 @@ func (d *convDev) resize(N int) error {
 	d.actOff = append(d.actOff, act)
 	act += N * d.ls[L-1].po * nf
 	g = max(g, N*d.ls[L-1].po*nf)
-	r, dev := d.r, d.dev
-	for _, e := range []error{
-		convDevEnsure[float32](dev, &r.act, act), convDevEnsure[uint8](dev, &r.arg, arg),
-		convDevEnsure[float32](dev, &r.col, col), convDevEnsure[float32](dev, &r.z, z),
-		convDevEnsure[uint8](dev, &r.drop, drop), convDevEnsure[float32](dev, &r.gA, g),
-		convDevEnsure[float32](dev, &r.gB, g), convDevEnsure[float32](dev, &r.part, nc*d.part),
-	} {
-		if e != nil {
-			return e
-		}
+	d.need = struct{ act, arg, col, z, drop, g, part int }{act, arg, col, z, drop, g, nc * d.part}
+	if err := d.bind(); err != nil {
+		return err
 	}
 	d.x32 = task.Grow(d.x32, N*d.spec.InDim())
 	d.g32 = task.Grow(d.g32, N*d.spec.OutDim())
@@ -223,7 +218,12 @@ func (d *convDev) forward(N int, x []float64, ws, bs [][]float64, out []float64)
 }
 
 func (d *convDev) backward(gOut []float64, gws, gbs [][]float64) {
+	if !d.lease.holds() {
+		d.err = errDevReleased("conv")
+		return
+	}
 	d.err = d.runBackward(gOut, gws, gbs)
+	d.lease.release()
 }
 
 // weights is the buffer of float32 weights the passes read: the resident
@@ -429,6 +429,14 @@ func (d *convDev) runBackward(gOut []float64, gws, gbs [][]float64) error {
 			}
 		}
 		gin, gout = gout, gin
+	}
+	if d.res != nil {
+		// The resident parameters' step reads the sums after the pass:
+		// they go to this core's own buffer.
+		if err := convDevEnsure[float32](d.dev, &r.own, d.part); err != nil {
+			return err
+		}
+		r.sum = r.own
 	}
 	a := convArgs{k: r.reduce}
 	a.buf(r.part)

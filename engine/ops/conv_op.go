@@ -225,6 +225,9 @@ func (op *ConvOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, error
 	if err := op.kern.Forward(xs[0], x, ws, bs, op.net.seed, op.net.train, out); err != nil {
 		return nil, err
 	}
+	if !op.diffed {
+		op.kern.releaseDevice() // no Backward follows: the device buffers go back
+	}
 	op.runs++
 	if memo {
 		op.memo.keep(op.memoIn, out)

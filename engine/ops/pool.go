@@ -25,6 +25,9 @@ type Pool struct {
 	// dev, when set, is the OpenCL device the image backbones run on
 	// (device.go); nil runs everything on the CPU.
 	dev *opencl.Device
+	// arena is the device memory its backbone kernels share
+	// (device_arena.go), made on first use.
+	arena atomic.Pointer[devArena]
 }
 
 // parallelMinWork is the estimated work (flops or inner-loop operations,
