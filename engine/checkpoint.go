@@ -289,6 +289,9 @@ func (c *Checkpoint) checkShapes() error {
 // restore loads the checkpoint's parameters, optimizer and context into a
 // model built from the same configuration.
 func (c *Checkpoint) restore(m *Model, opt *Optimizer) error {
+	// The host's values are replaced: a device holding the backbone's
+	// takes them up at the next training step.
+	m.hostChanged()
 	if err := m.Params.CopyFrom(c.Params); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCheckpoint, err)
 	}

@@ -275,6 +275,9 @@ func (m *Model) evaluate(src task.Source, taskStream, noiseStream uint64, tasks,
 // execute instruction KRRSolve#22 …"); any other failure is the op's
 // error without the machine's wrapping.
 func (m *Model) evalError(err error) error {
+	if err := m.SyncHost(); err != nil {
+		return err
+	}
 	held := Checkpoint{Params: m.Params.List, Buffers: bnBuffers(m.Cfg.ResNet, m.BN), State: m.State}
 	if nf := held.checkFinite("", nil); nf != nil {
 		return fmt.Errorf("engine: evaluation: %w", nf)

@@ -25,6 +25,9 @@ type checkpointer struct {
 // write saves the checkpoint of iteration iter as file name of the run
 // directory.
 func (c *checkpointer) write(name string, l *Loop, win window) error {
+	if err := c.m.SyncHost(); err != nil {
+		return err
+	}
 	ck := newCheckpoint(c.preset, c.source, c.m, c.opt, l.Iter, win, l.TrainSeconds())
 	ck.BestVal, ck.BestIter = c.best.val, c.best.iter
 	if c.best.res != nil {

@@ -67,6 +67,9 @@ type Model struct {
 	// pool spreads the work of the model's ops over the cores; the staged
 	// step runs its task ranges as the pool's stages.
 	pool ops.Pool
+	// res keeps the backbone's parameters on the pool's device while the
+	// model trains (resident.go); nil on the CPU.
+	res *resident
 
 	// Training inputs are double-buffered: while step i runs, a goroutine
 	// draws the tasks and noise of step i+1 (they depend only on the seed
@@ -127,6 +130,10 @@ func NewModel(cfg Config, src task.Source) (*Model, error) {
 	m.Params = newParams(cfg, src.InDim(), src.OutDim(), task.Stream(cfg.Seed, streamInit, 0))
 	if cfg.UsesResNet() {
 		m.BN = ops.NewResNetStats(*cfg.ResNet)
+	}
+	var err error
+	if m.res, err = newResident(m); err != nil {
+		return nil, err
 	}
 	if cfg.Context != ContextNone {
 		for k := 0; k < 2; k++ {
@@ -371,6 +378,10 @@ func (m *Model) run(gr *graph, b *task.Batch, nz *noise, state *LSTMState, bound
 			err = fmt.Errorf("engine: model run panicked: %v", r)
 		}
 	}()
+	// Evaluation and display graphs read the host's parameters.
+	if err := m.SyncHost(); err != nil {
+		return err
+	}
 	if err := gr.bindParams(); err != nil {
 		return err
 	}
@@ -457,6 +468,12 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 	if err != nil {
 		return StepStats{}, err
 	}
+	if m.res != nil {
+		if err := m.res.toDevice(m, opt); err != nil {
+			return StepStats{}, err
+		}
+		m.res.conv.ClearGrads()
+	}
 	next := m.State.clone()
 	// Once the inputs are copied into the graphs, their buffer is free and
 	// the next iteration's draw can overlap this one's forward and backward.
@@ -482,7 +499,7 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 			}
 		}
 	}
-	if stats.GradNorm, err = opt.Step(m.Params.List, *grads); err != nil {
+	if stats.GradNorm, err = opt.step(m.Params.List, *grads, m.res); err != nil {
 		return stats, err
 	}
 	m.State = next

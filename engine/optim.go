@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/mkbench/mkbench/engine/internal/vecmath"
@@ -80,20 +81,47 @@ func (e *NonFiniteError) Is(target error) bool { return target == ErrNonFinite }
 // A non-finite gradient changes nothing and returns ErrNonFinite, so the
 // parameters stay at their last good values.
 func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
+	return o.step(params, grads, nil)
+}
+
+// step is Step with, when res is not nil, the resident parameters' update
+// on the device: their host gradients are not read (their ops left them
+// on the device), the norm adds the device's sum of squares (one scalar
+// read, after the host's sum: a fixed order), and their Adam update runs
+// there with the same scalars.
+func (o *Optimizer) step(params []*Param, grads [][]float64, res *resident) (float64, error) {
 	if len(grads) != len(params) || len(o.M) != len(params) {
 		return 0, fmt.Errorf("engine: optimizer has state for %d parameters, got %d parameters and %d gradients", len(o.M), len(params), len(grads))
 	}
-	var sq float64
-	for _, g := range grads {
+	var sq, dsq float64
+	for i, g := range grads {
+		if res != nil && res.has(i) {
+			continue
+		}
 		sq += floats.Dot(g, g) // unrolled assembly; its summation order is fixed
+	}
+	if res != nil {
+		var err error
+		if dsq, err = res.deviceNormSq(); err != nil {
+			return 0, err
+		}
+		sq += dsq
 	}
 	norm := math.Sqrt(sq)
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		for i, g := range grads {
+			if res != nil && res.has(i) {
+				continue
+			}
 			for _, v := range g {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					return norm, &NonFiniteError{What: "the gradient of " + params[i].Name, Value: v}
 				}
+			}
+		}
+		if res != nil {
+			if err := res.nonFinite(dsq); err != nil {
+				return norm, err
 			}
 		}
 		return norm, &NonFiniteError{What: "the gradient norm", Value: norm}
@@ -113,8 +141,14 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 	// flow's ~150k) into chunks over the cores cannot change a single bit.
 	o.chunks = optimChunks(o.chunks, params)
 	var work float64
-	for _, p := range params {
+	for i, p := range params {
+		if res != nil && res.has(i) {
+			continue
+		}
 		work += float64(len(p.Data))
+	}
+	if res != nil {
+		o.chunks = slices.DeleteFunc(o.chunks, func(c [3]int) bool { return res.has(c[0]) })
 	}
 	o.pool.For(len(o.chunks), optimWork*work, func(c int) {
 		ch := o.chunks[c]
@@ -136,6 +170,11 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 			sgdUpdate(p.Data[lo:hi], grads[i][lo:hi], o.M[i][lo:hi], scale, lr*o.LR, o.Momentum)
 		}
 	})
+	if res != nil {
+		if err := res.adam(o, scale, step); err != nil {
+			return norm, err
+		}
+	}
 	return norm, nil
 }
 

@@ -60,10 +60,17 @@ func (m *Model) staged(sh shape) (*staged, error) {
 	return built(m.stages, sh, func() (*staged, error) {
 		m.collect()
 		st, err := buildStaged(m.blueprint(), sh)
-		if err == nil {
-			st.gate = &m.gate
+		if err != nil {
+			return st, err
 		}
-		return st, err
+		st.gate = &m.gate
+		if m.res != nil {
+			if err := m.res.attach(st.tasks, st.sums, st.seeded); err != nil {
+				st.close()
+				return nil, err
+			}
+		}
+		return st, nil
 	}, func(st *staged) { st.close(); m.released = true })
 }
 

@@ -191,6 +191,14 @@ func (c *ConvResident) markGraded(seq int) {
 	c.mu.Unlock()
 }
 
+// ClearGrads forgets the gradients the ops have left (a step that failed
+// before its update): the next GradNormSq sums only what runs after.
+func (c *ConvResident) ClearGrads() {
+	c.mu.Lock()
+	clear(c.graded)
+	c.mu.Unlock()
+}
+
 // Passes is, over the registered ops, the forward and backward passes and
 // the images they took since the last call (a test's count of what had
 // to cross), and zeroes them.

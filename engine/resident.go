@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mkbench/mkbench/engine/ops"
+)
+
+// residentOff turns resident parameters off (tests and benchmarks compare
+// with part 1's path, where weights go up and gradients come down every
+// pass).
+var residentOff bool
+
+// resident is a model's backbone parameters kept on its device while it
+// trains (ops.ConvResident): the masters, Adam's moments and the step's
+// gradient live there, the optimizer's step updates them there, and the
+// host's copy (Params, Optimizer.M and V of those tensors) is brought up
+// to date only where something reads it (SyncHost): checkpoints,
+// evaluations and displays, which run on the host's values.
+//
+// Which side holds the truth: after a sync, or after the host's values
+// change (a checkpoint restored), the host; the next training step then
+// uploads them (and the optimizer's moments) before it runs, so the
+// device's copy never goes stale. Down and up again are exact (double
+// masters, or float32 ones through float64), so a sync changes no bit of
+// the run.
+type resident struct {
+	conv     *ops.ConvResident
+	idx      []int // Params.List index of each resident tensor, in ConvResident's order
+	onDevice bool  // the device's values are ahead of the host's
+	opt      *Optimizer
+	steps    []ops.AdamStep
+}
+
+// newResident is the resident store of m, or nil when its backbone stays
+// on the host's values: no device, no conv backbone (ResNet-18 is not
+// resident yet), SGD (the device has Adam only) or residentOff.
+func newResident(m *Model) (*resident, error) {
+	dev, c := m.pool.Device(), m.Cfg
+	if dev == nil || c.Conv == nil || c.UsesResNet() || c.Optimizer != "adam" || residentOff {
+		return nil, nil
+	}
+	conv, err := ops.NewConvResident(dev, *c.Conv)
+	if err != nil {
+		return nil, fmt.Errorf("engine: the backbone's parameters on %s: %w", dev.Info.Name, err)
+	}
+	r := &resident{conv: conv}
+	for l := range c.Conv.Blocks {
+		r.idx = append(r.idx, paramIndex(m.Params, fmt.Sprintf("conv%d.w", l)), paramIndex(m.Params, fmt.Sprintf("conv%d.b", l)))
+	}
+	return r, nil
+}
+
+// has says whether parameter i is resident.
+func (r *resident) has(i int) bool {
+	for _, k := range r.idx {
+		if k == i {
+			return true
+		}
+	}
+	return false
+}
+
+// attach makes the convolution ops of graphs keep their parameters in r.
+func (r *resident) attach(graphs ...[]*graph) error {
+	for _, gs := range graphs {
+		for _, gr := range gs {
+			for _, n := range gr.convs {
+				if err := n.SetResident(r.conv); err != nil {
+					return fmt.Errorf("engine: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// tensors gives the resident tensors of ps (in r's order) and of opt's M
+// and V.
+func (r *resident) tensors(ps *Params, opt *Optimizer) (p, m, v [][]float64) {
+	for _, i := range r.idx {
+		p, m, v = append(p, ps.List[i].Data), append(m, opt.M[i]), append(v, opt.V[i])
+	}
+	return
+}
+
+// toDevice makes the device hold the truth before a training step with
+// opt: the host's values go up when they are the newer, or when opt is
+// another optimizer than the one whose moments the device holds (whose
+// values first come down into it).
+func (r *resident) toDevice(m *Model, opt *Optimizer) error {
+	if r.onDevice && r.opt == opt {
+		return nil
+	}
+	if err := m.SyncHost(); err != nil {
+		return err
+	}
+	if opt.Kind != "adam" || len(opt.M) != len(m.Params.List) || len(opt.V) != len(m.Params.List) {
+		return fmt.Errorf("engine: the optimizer's state does not fit the model's resident parameters")
+	}
+	if err := r.conv.Upload(r.tensors(m.Params, opt)); err != nil {
+		return fmt.Errorf("engine: uploading the backbone's parameters: %w", err)
+	}
+	r.onDevice, r.opt = true, opt
+	return nil
+}
+
+// SyncHost brings the host's copy of a model's parameters (and of its
+// optimizer's moments) up to date with the device's, where they are kept
+// while it trains on a device; it does nothing otherwise. Everything in
+// the engine that reads the parameters calls it (checkpoints, evaluation,
+// displays); a caller reading Params or the optimizer's M and V directly
+// after training steps calls it first.
+func (m *Model) SyncHost() error {
+	r := m.res
+	if r == nil || !r.onDevice {
+		return nil
+	}
+	p, mm, v := r.tensors(m.Params, r.opt)
+	if err := r.conv.Download(p, mm, v); err != nil {
+		return fmt.Errorf("engine: downloading the backbone's parameters: %w", err)
+	}
+	r.onDevice = false
+	return nil
+}
+
+// hostChanged says the host's parameters were replaced (a checkpoint
+// restored): the next training step uploads them.
+func (m *Model) hostChanged() {
+	if m.res != nil {
+		m.res.onDevice, m.res.opt = false, nil
+	}
+}
+
+// deviceNormSq sums the resident gradients' squares on the device; a
+// value that is not finite is the step's ErrNonFinite.
+func (r *resident) deviceNormSq() (float64, error) {
+	sq, err := r.conv.GradNormSq()
+	if err != nil {
+		return 0, fmt.Errorf("engine: the backbone's gradient norm: %w", err)
+	}
+	return sq, nil
+}
+
+// nonFinite is the error of a step whose device gradient is not finite.
+func (r *resident) nonFinite(sq float64) error {
+	if math.IsNaN(sq) || math.IsInf(sq, 0) {
+		return &NonFiniteError{What: "the gradient of the convolution backbone (on the device)", Value: sq}
+	}
+	return nil
+}
+
+// adam runs o's update of the resident tensors on the device, with the
+// host's scalars computed as Step computes them for the others.
+func (r *resident) adam(o *Optimizer, scale, step float64) error {
+	r.steps = r.steps[:0]
+	for _, i := range r.idx {
+		lr := 1.0
+		if i < len(o.Scale) {
+			lr = o.Scale[i]
+		}
+		s := ops.AdamStep{Scale: scale, Step: lr * step, B1: o.Beta1, B2: o.Beta2, Eps: o.Eps}
+		if i < len(o.Decay) && o.Decay[i] > 0 {
+			s.Decay, s.Factor = true, 1-lr*o.LR*o.Decay[i]
+		}
+		r.steps = append(r.steps, s)
+	}
+	if err := r.conv.Adam(r.steps); err != nil {
+		return fmt.Errorf("engine: the backbone's Adam step: %w", err)
+	}
+	return nil
+}

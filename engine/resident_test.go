@@ -1,0 +1,356 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mkbench/mkbench/internal/opencl"
+	"github.com/mkbench/mkbench/internal/testutil"
+)
+
+// residentDevice opens the first OpenCL device for the test and makes it
+// the process's; it skips without one (fails with CI=true).
+func residentDevice(tb testing.TB) *opencl.Device {
+	tb.Helper()
+	sel, err := opencl.ParseSelection("opencl")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dev, _, err := opencl.Open(sel)
+	if err == nil {
+		err = opencl.LoadCLBlast()
+	}
+	if err != nil {
+		testutil.OpenCL(tb, err)
+	}
+	tb.Cleanup(func() { UseDevice(nil); residentOff = false; dev.Close() })
+	return dev
+}
+
+// residentConfig is omniglotLikeConfig at a size PoCL trains in well
+// under a second a step: Conv-4 of 16 filters on 14×14 blobs, 4 tasks,
+// with ψ's weight decay so that the device's decay is exercised.
+func residentConfig() Config {
+	c := omniglotLikeConfig()
+	c.Conv = &ConvSpec{Channels: 1, Height: 14, Width: 14, Blocks: 4, Filters: 16, Keep: 0.9}
+	c.InferHidden, c.PriorHidden, c.FlowHidden, c.Bases = 32, 32, 32, 64
+	c.MetaBatch, c.Query = 4, 3
+	c.PsiWeightDecay = 1e-2
+	c.Iters, c.LogEvery, c.SnapshotEvery = 6, 2, 100
+	c.EvalTasks, c.EvalQuery, c.EvalSamples = 4, 3, 1
+	return c
+}
+
+var residentSrc = blobs{way: 5, side: 14}
+
+// residentModel is cfg's model on dev with its optimizer, after its first
+// step (the upload, the graphs); closed when the test ends.
+func residentModel(t *testing.T, dev *opencl.Device, cfg Config) (*Model, *Optimizer) {
+	t.Helper()
+	UseDevice(dev)
+	m, err := NewModel(cfg, residentSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	opt := NewOptimizer(m.Cfg, m.Params.List)
+	if _, err := m.Step(0, opt); err != nil {
+		t.Fatal(err)
+	}
+	return m, opt
+}
+
+// residentTrain trains cfg for n steps on dev (nil: the CPU), with the
+// backbone's parameters resident or not, and returns the parameters (the
+// host's copy, synced) and each step's gradient norm.
+func residentTrain(t *testing.T, cfg Config, dev *opencl.Device, resident bool, n int) ([][]float64, []float64) {
+	t.Helper()
+	UseDevice(dev)
+	residentOff = !resident
+	defer func() { UseDevice(nil); residentOff = false }()
+	m, err := NewModel(cfg, residentSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if (m.res != nil) != (resident && dev != nil) {
+		t.Fatalf("resident parameters: %v, want %v", m.res != nil, resident && dev != nil)
+	}
+	opt := NewOptimizer(m.Cfg, m.Params.List)
+	var norms []float64
+	for i := range n {
+		st, err := m.Step(i, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		norms = append(norms, st.GradNorm)
+	}
+	if err := m.SyncHost(); err != nil {
+		t.Fatal(err)
+	}
+	var ps [][]float64
+	for _, p := range m.Params.List {
+		ps = append(ps, slices.Clone(p.Data))
+	}
+	return ps, norms
+}
+
+// residentDiff is the relative L2 difference between two sets of
+// parameters, over all of them and over the backbone's (conv*) alone.
+func residentDiff(names []*Param, a, b [][]float64) (all, backbone float64) {
+	var num, den, cnum, cden float64
+	for i := range a {
+		for j := range a[i] {
+			d := a[i][j] - b[i][j]
+			num += d * d
+			den += b[i][j] * b[i][j]
+			if strings.HasPrefix(names[i].Name, "conv") {
+				cnum += d * d
+				cden += b[i][j] * b[i][j]
+			}
+		}
+	}
+	return math.Sqrt(num / den), math.Sqrt(cnum / cden)
+}
+
+// Training with the backbone's parameters resident on the device ends
+// where part 1's device path ends (the same float32 weights from the same
+// masters, the same gradient sums and Adam's formula in the same order:
+// with double masters the norm's order is the only difference, within
+// 1e-12) and within 1e-4 of the CPU's (float32 sums in another order,
+// which Adam's normalisation turns into relative differences of the
+// update, not of the gradient, on parameters that move by ~lr a step);
+// with a small clip norm the clipping engages on every step and the norms
+// agree within 1e-12.
+func TestResidentTrainingMatchesPart1AndCPU(t *testing.T) {
+	dev := residentDevice(t)
+	for _, clip := range []float64{0, 1e-2} {
+		cfg := residentConfig()
+		cfg.ClipNorm = clip
+		const n = 8
+		res, resNorms := residentTrain(t, cfg, dev, true, n)
+		part1, p1Norms := residentTrain(t, cfg, dev, false, n)
+		cpu, _ := residentTrain(t, cfg, nil, false, n)
+		m, _ := NewModel(cfg, residentSrc)
+		names := m.Params.List
+		m.Close()
+		e, ec := residentDiff(names, res, part1)
+		t.Logf("clip %g: resident vs part 1: %.3g relative L2 (backbone %.3g)", clip, e, ec)
+		if clip == 0 && e != 0 || !(e <= 1e-9) {
+			t.Errorf("clip %g: resident parameters differ from part 1's by %.3g relative L2 (backbone %.3g)", clip, e, ec)
+		}
+		e, ec = residentDiff(names, res, cpu)
+		t.Logf("clip %g: resident vs CPU: %.3g relative L2 (backbone %.3g)", clip, e, ec)
+		if !(e <= 1e-3) || !(ec <= 1e-4) {
+			t.Errorf("clip %g: resident parameters differ from the CPU's by %.3g relative L2 (backbone %.3g)", clip, e, ec)
+		}
+		for i := range resNorms {
+			if math.Abs(resNorms[i]-p1Norms[i]) > 1e-12*p1Norms[i] {
+				t.Errorf("clip %g step %d: gradient norm %v, part 1's %v", clip, i, resNorms[i], p1Norms[i])
+			}
+			if clip > 0 && !(resNorms[i] > clip) {
+				t.Errorf("step %d: norm %v does not engage clip %g: the test does not test clipping", i, resNorms[i], clip)
+			}
+		}
+		// Run after run, the same bytes.
+		again, _ := residentTrain(t, cfg, dev, true, n)
+		for i := range res {
+			if !slices.Equal(res[i], again[i]) {
+				t.Fatalf("clip %g: two resident trainings differ in %s", clip, names[i].Name)
+			}
+		}
+	}
+}
+
+// What crosses per training step with resident parameters: each conv
+// op's images up and features down, each backward's output gradient up,
+// and the norm's one scalar down; in bytes exactly that, and the images
+// are the step's (the task stages' support and query rows, and the
+// support rows again in the summary and seeded-summary passes).
+func TestResidentTransfersPerStep(t *testing.T) {
+	dev := residentDevice(t)
+	cfg := residentConfig()
+	// The flows run on the device too (their own transfers, ops/flow_dev.go):
+	// without them, the device's counts are the backbone's alone.
+	cfg.FlowLayers = 0
+	m, opt := residentModel(t, dev, cfg)
+	for it := 1; it <= 2; it++ {
+		m.res.conv.Passes()
+		before := dev.Transfers()
+		if _, err := m.Step(it, opt); err != nil {
+			t.Fatal(err)
+		}
+		after := dev.Transfers()
+		fwd, bwd, fi, bi := m.res.conv.Passes()
+		T, ns, nq := cfg.MetaBatch, cfg.Way*cfg.TrainingShot(), cfg.Way*cfg.Query
+		if fi != T*(ns+nq)+2*T*ns || bi != T*(ns+nq)+T*ns {
+			t.Errorf("step %d: %d images forward and %d backward, want %d and %d", it, fi, bi, T*(ns+nq)+2*T*ns, T*(ns+nq)+T*ns)
+		}
+		in, out := cfg.Conv.InDim(), cfg.Conv.OutDim()
+		norm := int64(8)
+		if !m.res.conv.FP64() {
+			norm = 4
+		}
+		w, r := after.Writes-before.Writes, after.Reads-before.Reads
+		wb, rb := after.WriteBytes-before.WriteBytes, after.ReadBytes-before.ReadBytes
+		t.Logf("step %d: %d writes (%d bytes), %d reads (%d bytes)", it, w, wb, r, rb)
+		if w != int64(fwd+bwd) || wb != int64(4*(fi*in+bi*out)) || r != int64(fwd+1) || rb != int64(4*fi*out)+norm {
+			t.Errorf("step %d: %d writes of %d bytes and %d reads of %d bytes, want %d of %d and %d of %d", it,
+				w, wb, r, rb, fwd+bwd, 4*(fi*in+bi*out), fwd+1, int64(4*fi*out)+norm)
+		}
+	}
+}
+
+// A checkpoint written on the device resumes on the CPU and finishes, one
+// written on the CPU resumes on the device; resumed on the device that
+// wrote it, a run ends with the bytes of an uninterrupted one (syncing the
+// host's copy changes nothing).
+func TestResidentCheckpointResume(t *testing.T) {
+	dev := residentDevice(t)
+	cfg := residentConfig()
+	stopAt3 := ObserverFunc(func(s Snapshot) error {
+		if s.Iter >= 3 {
+			return ErrStopped
+		}
+		return nil
+	})
+	final := func(dir string) *Checkpoint {
+		t.Helper()
+		ck, err := LoadCheckpoint(filepath.Join(dir, FileCheckpoint))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ck.Iter != cfg.Iters {
+			t.Fatalf("%s: the checkpoint is at iteration %d, want %d", dir, ck.Iter, cfg.Iters)
+		}
+		return ck
+	}
+	run := func(d *opencl.Device, dir string, resume bool, obs Observer) {
+		t.Helper()
+		UseDevice(d)
+		defer UseDevice(nil)
+		res, err := Run(context.Background(), cfg, residentSrc, RunOptions{Preset: "test", Dir: dir, Resume: resume}, obs)
+		if obs != nil {
+			if !res.Interrupted {
+				t.Fatalf("want a stopped run, got %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := t.TempDir()
+	whole := filepath.Join(root, "whole")
+	run(dev, whole, false, nil)
+	want := final(whole)
+
+	for _, c := range []struct {
+		name        string
+		first, then *opencl.Device
+	}{{"device-device", dev, dev}, {"device-cpu", dev, nil}, {"cpu-device", nil, dev}} {
+		dir := filepath.Join(root, c.name)
+		run(c.first, dir, false, stopAt3)
+		mid, err := LoadCheckpoint(filepath.Join(dir, FileCheckpoint))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (mid.Device != "") != (c.first != nil) {
+			t.Errorf("%s: the checkpoint's device %q", c.name, mid.Device)
+		}
+		run(c.then, dir, true, nil)
+		got := final(dir)
+		e, ec := residentDiff(got.Params, paramData(got.Params), paramData(want.Params))
+		t.Logf("%s: %.3g relative L2 from the uninterrupted device run (backbone %.3g)", c.name, e, ec)
+		if c.name == "device-device" && e != 0 {
+			t.Errorf("resumed on the device that wrote the checkpoint, the run differs from an uninterrupted one by %.3g", e)
+		}
+		if !(e <= 1e-2) {
+			t.Errorf("%s: the resumed run's parameters differ by %.3g relative L2", c.name, e)
+		}
+		for i, p := range got.Params {
+			for _, x := range append(slices.Clone(p.Data), got.Optimizer.V[i]...) {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					t.Fatalf("%s: %s holds %v", c.name, p.Name, x)
+				}
+			}
+		}
+	}
+}
+
+func paramData(ps []*Param) [][]float64 {
+	var d [][]float64
+	for _, p := range ps {
+		d = append(d, p.Data)
+	}
+	return d
+}
+
+// A non-finite gradient stops the step as ErrNonFinite and changes no
+// parameter, the device's included: the norm's scalar is read before any
+// update runs, on the host or the device.
+func TestResidentNonFiniteGradient(t *testing.T) {
+	dev := residentDevice(t)
+	cfg := residentConfig()
+	m, opt := residentModel(t, dev, cfg)
+	if err := m.SyncHost(); err != nil {
+		t.Fatal(err)
+	}
+	before := paramData(m.Params.List)
+	for i := range before {
+		before[i] = slices.Clone(before[i])
+	}
+	steps := opt.Steps
+	// Step 1's forward and backward with a NaN pixel in a query image
+	// (in a support image, the kernel ridge regression refuses it), then
+	// the update as trainStep calls it (whose loss check would stop it
+	// first).
+	in := m.input(1)
+	in.batch.XQ[3] = math.NaN()
+	sh := m.batchShape(&in.batch, m.Src)
+	sh.train = true
+	st, err := m.staged(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.res.toDevice(m, opt); err != nil {
+		t.Fatal(err)
+	}
+	next := m.State.clone()
+	var grads [][]float64
+	if _, err := st.run(m.Params, &in.batch, &in.noise, &next, nil, &grads); err != nil {
+		t.Fatal(err)
+	}
+	_, err = opt.step(m.Params.List, grads, m.res)
+	if !errors.Is(err, ErrNonFinite) {
+		t.Fatalf("a NaN gradient: %v, want ErrNonFinite", err)
+	}
+	t.Log(err)
+	if opt.Steps != steps {
+		t.Errorf("the optimizer counted the failed step")
+	}
+	if err := m.SyncHost(); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range m.Params.List {
+		if !slices.Equal(p.Data, before[i]) {
+			t.Fatalf("the failed step changed %s", p.Name)
+		}
+	}
+}
+
+// BenchmarkOmniglotLikeStepDevicePart1 is BenchmarkOmniglotLikeStepDevice
+// (whose backbone parameters are resident) with part 1's path: the
+// weights up and the gradients down every pass, Adam on the host.
+func BenchmarkOmniglotLikeStepDevicePart1(b *testing.B) {
+	dev := residentDevice(b)
+	UseDevice(dev)
+	residentOff = true
+	b.Logf("device %s, parameters not resident", DeviceLabel())
+	benchStep(b, omniglotLikeConfig(), blobs{way: 5, side: 28})
+}
