@@ -251,3 +251,101 @@ func (k *ConvKernel) releaseDevice() {
 		k.dev.lease.release()
 	}
 }
+
+// Roles of a resDev's buffers: these, then each convolution's output from
+// resRoleZ, each block's two activations from resRoleH and resRoleOut.
+const (
+	resRoleX = iota
+	resRoleW
+	resRoleGW
+	resRoleCol
+	resRoleS
+	resRoleCF
+	resRoleStem
+	resRolePool
+	resRoleGF
+	resRoleGB0
+	resRoleGB1
+	resRoleGH
+	resRolePart
+	resRoleGX
+	resRoleArg
+	resRoleEpi
+	resRoleZ   = 1 << 10
+	resRoleH   = 2 << 10
+	resRoleOut = 3 << 10
+)
+
+// bind claims the core's arena slot for a pass and points its buffers at
+// the slot's, grown to what d.need asks (resize sets it for N images).
+func (d *resDev) bind() error {
+	if d.lease.arena == nil { // a core made without its kernel's pool (tests)
+		joinArena(d, &d.lease, newDevArena(d.dev))
+	}
+	d.lease.claim()
+	n := d.need
+	N := n.N
+	var err error
+	a := func(role, n int) *opencl.Buffer {
+		if err != nil {
+			return nil
+		}
+		var b *opencl.Buffer
+		b, err = devBuf[float32](&d.lease, devRole{"resnet", role}, n)
+		return b
+	}
+	d.x, d.w, d.gw, d.col = a(resRoleX, N*d.spec.InDim()), a(resRoleW, d.wLen), a(resRoleGW, d.wLen), a(resRoleCol, n.col)
+	d.s, d.cf = a(resRoleS, 2*N*n.cmax), a(resRoleCF, n.cf)
+	d.stem, d.pool = a(resRoleStem, N*d.pl.pin), a(resRolePool, N*d.pl.pou)
+	d.gf = a(resRoleGF, N*d.spec.Widths[3])
+	for l, cv := range d.cv {
+		d.z[l] = a(resRoleZ+l, N*cv.po*cv.Out)
+	}
+	d.src[0] = d.x
+	in := d.pool
+	for b, bl := range d.blk {
+		c1 := d.cv[bl.c1]
+		d.h[b], d.out[b] = a(resRoleH+b, N*c1.po*c1.Out), a(resRoleOut+b, N*c1.po*c1.Out)
+		d.src[bl.c1], d.src[bl.c2] = in, d.h[b]
+		if bl.proj >= 0 {
+			d.src[bl.proj] = in
+		}
+		in = d.out[b]
+	}
+	d.gb = [2]*opencl.Buffer{a(resRoleGB0, N*n.gmax), a(resRoleGB1, N*n.gmax)}
+	d.gh = a(resRoleGH, N*n.hmax)
+	if err == nil {
+		d.arg, err = devBuf[uint8](&d.lease, devRole{"resnet", resRoleArg}, N*d.pl.pou)
+	}
+	if err == nil {
+		d.epi, err = devBuf[int32](&d.lease, devRole{"resnet", resRoleEpi}, 2*N)
+	}
+	d.part, d.gx = nil, nil // the backward pass's, bound as it needs them
+	if err != nil {
+		d.lease.release()
+	}
+	return err
+}
+
+// resDevBuf is the held slot's float32 buffer for role, of at least n
+// values, for the backward pass's buffers (the weight products' parts, the
+// input gradient).
+func (d *resDev) resDevBuf(role, n int) (*opencl.Buffer, error) {
+	return devBuf[float32](&d.lease, devRole{"resnet", role}, n)
+}
+
+// shareDevice makes the kernel's device core lease its buffers from the
+// pool's arena, once.
+func (k *ResNetKernel) shareDevice() {
+	if d := k.cdev; d != nil && d.lease.arena == nil {
+		joinArena(d, &d.lease, k.pool.deviceArena(k.dev))
+	}
+}
+
+// releaseDevice ends a pass no Backward will follow (see
+// ConvKernel.releaseDevice).
+func (k *ResNetKernel) releaseDevice() {
+	if k.cdev != nil && k.cur == k.cdev {
+		k.cdev.lease.release()
+	}
+}

@@ -235,3 +235,57 @@ func (p *convProblem) backward(t testing.TB, k *ConvKernel) (gws, gbs [][]float6
 	}
 	return gws, gbs
 }
+
+// The ResNet's device core shares its pool's arena the same way: per
+// varying episode a new kernel for the support images (forward only, its
+// slot given back as its op does) and one for the whole episode (forward
+// and backward); once the largest episode has run, no episode allocates,
+// and the device holds what the largest episode alone needs.
+func TestDeviceArenaVaryingResNet(t *testing.T) {
+	dev := testDevice(t)
+	spec := ResNetSpec{Channels: 3, Height: 16, Width: 16, Widths: [4]int{4, 4, 8, 8}, Out: 4}
+	run := func(dev *opencl.Device, eps []arenaEpisode) (allocs []int64, live int64) {
+		pool := &Pool{}
+		pool.SetDevice(dev)
+		for i, e := range eps {
+			sum, err := NewResNetKernel(pool, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps := newResProblem(spec, BNLayout{Episodes: 1, Support: e.support}, uint64(i))
+			ps.forward(t, sum, BNTrain)
+			sum.releaseDevice()
+			task, err := NewResNetKernel(pool, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			newResProblem(spec, BNLayout{Episodes: 1, Support: e.support, Query: e.query}, uint64(i)).run(t, task, BNTrain)
+			allocs = append(allocs, dev.MemStats().Allocs)
+		}
+		return allocs, dev.MemStats().Live
+	}
+	eps := arenaEpisodes(12, 8)
+	base := dev.MemStats()
+	allocs, live := run(dev, eps)
+	live -= base.Live
+	big := eps[0]
+	for _, e := range eps {
+		if e.support+e.query > big.support+big.query {
+			big = e
+		}
+	}
+	_, alone := run(testDevice(t), []arenaEpisode{big})
+	t.Logf("after %d episodes (%d–%d images): %d buffers made, %d bytes held; the largest episode alone: %d bytes",
+		len(eps), minImages(eps), big.support+big.query, allocs[len(allocs)-1]-base.Allocs, live, alone)
+	top := 0
+	for i, e := range eps {
+		n := e.support + e.query
+		if i > 0 && n <= top && allocs[i] != allocs[i-1] {
+			t.Errorf("episode %d (%d images, %d seen before) made %d device buffers", i, n, top, allocs[i]-allocs[i-1])
+		}
+		top = max(top, n)
+	}
+	if float64(live) > 1.1*float64(alone) {
+		t.Errorf("the device holds %d bytes after %d episodes, the largest alone %d: want at most 1.1×", live, len(eps), alone)
+	}
+}

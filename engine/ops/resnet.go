@@ -453,6 +453,7 @@ func (k *ResNetKernel) Forward(x []float64, params [][]float64, lay BNLayout, mo
 			}
 			k.cdev = d
 		}
+		k.shareDevice()
 		k.cur = k.cdev
 	default:
 		if k.c32 == nil {

@@ -25,8 +25,9 @@ import (
 // on the host in float64, as on the CPU (10 MFLOP of 131 GFLOP).
 //
 // Weights go up once per forward (float64→float32 on the host, Go's
-// float32()), the weight gradients come down once per backward. Buffers
-// are sized on the first pass for a batch size and reused.
+// float32()), the weight gradients come down once per backward. The
+// buffers are a slot of the pool's arena (device_arena.go), held from
+// Forward to the end of Backward and grown to the largest batch asked.
 type resDev struct {
 	dev   *opencl.Device
 	spec  ResNetSpec
@@ -35,6 +36,8 @@ type resDev struct {
 	pl    resPool
 	kn    resDevKernels
 	mem   *resDevMem
+	lease devLease
+	need  resDevNeed
 	bn    []bnState[float32]
 	wOff  []int // per conv: where its weights (kk×Out, as resCore's wt) are in w and gw
 	cfOff []int // per conv: its coefficients in cf, five blocks of ne·Out: scale, shift, k1, k2, k3
@@ -65,35 +68,22 @@ type resDevKernels struct {
 	im2col, col2im, sums, apply, grad, pool, unpool, bcast, addParts *opencl.Kernel
 }
 
-// resDevMem holds what a resDev allocated on the device, released when the
-// resDev is collected (a ResNetKernel has no Close).
+// resDevMem holds the kernel objects of a resDev, released when the resDev
+// is collected (a ResNetKernel has no Close); its buffers are its arena
+// slot's.
 type resDevMem struct {
-	bufs    []*opencl.Buffer
 	kernels []*opencl.Kernel
 }
 
 func (m *resDevMem) release() {
-	m.releaseBuffers()
 	for _, k := range m.kernels {
 		k.Release()
 	}
 	m.kernels = nil
 }
 
-func (m *resDevMem) releaseBuffers() {
-	for _, b := range m.bufs {
-		b.Release()
-	}
-	m.bufs = nil
-}
-
-func (m *resDevMem) alloc(d *opencl.Device, n int) (*opencl.Buffer, error) {
-	b, err := opencl.Alloc[float32](d, max(n, 1))
-	if err == nil {
-		m.bufs = append(m.bufs, b)
-	}
-	return b, err
-}
+// resDevNeed is what a pass of N images asks of the slot's buffers.
+type resDevNeed struct{ N, col, cmax, cf, gmax, hmax int }
 
 func newResDev(dev *opencl.Device, spec ResNetSpec) (*resDev, error) {
 	prog, err := deviceProgram(dev, "resnet")
@@ -128,13 +118,12 @@ func newResDev(dev *opencl.Device, spec ResNetSpec) (*resDev, error) {
 // 32-bit ints.
 const resDevMaxLen = math.MaxInt32
 
-// resize sizes the buffers for N images (kept while N stays).
+// resize lays out the buffers for N images and binds them (bind).
 func (d *resDev) resize(N int) error {
-	if N == d.N && d.x != nil {
-		return nil
+	if N == d.N {
+		return d.bind()
 	}
-	d.mem.releaseBuffers()
-	d.N, d.x, d.gx, d.part = 0, nil, nil, nil
+	d.N = 0 // until every buffer is there
 	colLen, cmax, cfLen, gmax := 0, 0, 0, d.pl.pou
 	d.cfOff = d.cfOff[:0]
 	for _, cv := range d.cv {
@@ -152,53 +141,17 @@ func (d *resDev) resize(N int) error {
 			return fmt.Errorf("resnet on %s: %d images need a buffer of %d values, over the kernels' %d: use smaller batches", d.dev.Info.Name, N, n, resDevMaxLen)
 		}
 	}
-	var err error
-	a := func(n int) *opencl.Buffer {
-		if err != nil {
-			return nil
-		}
-		var b *opencl.Buffer
-		b, err = d.mem.alloc(d.dev, n)
-		return b
-	}
-	d.x, d.w, d.gw, d.col = a(N*d.spec.InDim()), a(d.wLen), a(d.wLen), a(colLen)
-	d.s, d.cf = a(2*N*cmax), a(cfLen)
-	d.stem, d.pool = a(N*d.pl.pin), a(N*d.pl.pou)
-	d.gf = a(N * d.spec.Widths[3])
-	d.z, d.src = make([]*opencl.Buffer, len(d.cv)), make([]*opencl.Buffer, len(d.cv))
-	for l, cv := range d.cv {
-		d.z[l] = a(N * cv.po * cv.Out)
-	}
-	d.h, d.out = make([]*opencl.Buffer, len(d.blk)), make([]*opencl.Buffer, len(d.blk))
-	d.src[0] = d.x
-	in := d.pool
 	hmax := 0
-	for b, bl := range d.blk {
+	for _, bl := range d.blk {
 		c1 := d.cv[bl.c1]
-		d.h[b], d.out[b] = a(N*c1.po*c1.Out), a(N*c1.po*c1.Out)
-		d.src[bl.c1], d.src[bl.c2] = in, d.h[b]
-		if bl.proj >= 0 {
-			d.src[bl.proj] = in
-		}
-		in = d.out[b]
 		hmax = max(hmax, c1.po*c1.Out)
 	}
-	d.gb = [2]*opencl.Buffer{a(N * gmax), a(N * gmax)}
-	d.gh = a(N * hmax)
-	if err != nil {
-		d.mem.releaseBuffers()
+	d.need = resDevNeed{N, colLen, cmax, cfLen, gmax, hmax}
+	d.z, d.src = make([]*opencl.Buffer, len(d.cv)), make([]*opencl.Buffer, len(d.cv))
+	d.h, d.out = make([]*opencl.Buffer, len(d.blk)), make([]*opencl.Buffer, len(d.blk))
+	if err := d.bind(); err != nil {
 		return err
 	}
-	d.arg, err = opencl.Alloc[uint8](d.dev, N*d.pl.pou)
-	if err == nil {
-		d.mem.bufs = append(d.mem.bufs, d.arg)
-		d.epi, err = opencl.Alloc[int32](d.dev, 2*N)
-	}
-	if err != nil {
-		d.mem.releaseBuffers()
-		return err
-	}
-	d.mem.bufs = append(d.mem.bufs, d.epi)
 	d.N = N
 	d.hx = make([]float32, N*d.spec.InDim())
 	d.hw = make([]float32, d.wLen)

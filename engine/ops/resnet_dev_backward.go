@@ -1,15 +1,23 @@
 package ops
 
-import "github.com/mkbench/mkbench/internal/opencl"
+import (
+	"github.com/mkbench/mkbench/internal/opencl"
+	"github.com/mkbench/mkbench/internal/task"
+)
 
 // The device ResNet's backward pass, in resnet_backward.go's order: the
 // gradient w.r.t. a convolution's output overwrites that output (z) once
 // its batch norm's sums are known.
 
 func (d *resDev) backward(gOut []float64, params, grads [][]float64, gx []float64) {
+	if !d.lease.holds() {
+		d.err = errDevReleased("resnet")
+		return
+	}
 	d.params, d.grads = params, grads
 	d.err = d.bwd(gOut, gx)
 	d.params, d.grads = nil, nil
+	d.lease.release()
 }
 
 func (d *resDev) bwd(gOut, gx []float64) error {
@@ -83,13 +91,11 @@ func (d *resDev) bwd(gOut, gx []float64) error {
 	}
 	var dst *opencl.Buffer
 	if gx != nil {
-		if d.gx == nil {
-			var err error
-			if d.gx, err = d.mem.alloc(d.dev, N*d.spec.InDim()); err != nil {
-				return err
-			}
-			d.hgx = make([]float32, N*d.spec.InDim())
+		var err error
+		if d.gx, err = d.resDevBuf(resRoleGX, N*d.spec.InDim()); err != nil {
+			return err
 		}
+		d.hgx = task.Grow(d.hgx, N*d.spec.InDim())
 		dst = d.gx
 	}
 	if err := d.gradIn(0, d.stem, dst, false); err != nil {
@@ -195,9 +201,8 @@ func (d *resDev) weightGrad(l int) error {
 		parts++
 	}
 	if d.part == nil || d.part.Len() < parts*wo {
-		d.part.Release()
 		var err error
-		if d.part, err = d.mem.alloc(d.dev, parts*wo); err != nil {
+		if d.part, err = d.resDevBuf(resRolePart, parts*wo); err != nil {
 			return err
 		}
 	}

@@ -219,6 +219,9 @@ func (op *ResNetOp) UsePreallocDo(prealloc G.Value, in ...G.Value) (G.Value, err
 	if err := op.kern.Forward(x, op.params, op.lay, op.net.mode, op.net.run, out); err != nil {
 		return nil, err
 	}
+	if !op.diffed {
+		op.kern.releaseDevice() // no Backward follows: the device buffers go back
+	}
 	op.runs++
 	if memo {
 		op.memo.keep(op.memoIn, out)
