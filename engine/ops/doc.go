@@ -50,9 +50,11 @@
 // OpenCL C of cl/*.cl): channels-last im2col and CLBlast's sgemm, dropout
 // from the CPU's own counter-based masks, max-pools with their argmax,
 // batch norm whose statistics the host combines from per-image device sums
-// with the CPU's bnState code. Weights go up and gradients come down once a
-// pass; activations stay on the device. Results agree with the CPU within
-// tolerances (the device sums in another order) and are the same bytes run
-// after run on one device: every reduction has a fixed order, none uses
-// atomics.
+// with the CPU's bnState code. A FlowKernel made from such a pool runs its
+// passes there too (flow_dev.go, cl/flow.cl): all tasks side by side in
+// CLBlast products, each task's weight gradients summed in task order.
+// Weights go up and gradients come down once a pass; activations stay on
+// the device. Results agree with the CPU within tolerances (the device
+// sums in another order) and are the same bytes run after run on one
+// device: every reduction has a fixed order, none uses atomics.
 package ops
