@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -218,6 +219,49 @@ func TestFlowDevFloat64StaysOnCPU(t *testing.T) {
 	newFlowProblem(spec, 2, 4, 0.5, 46).run(t, k)
 	if _, ok := k.cur.(*flowCore[float64]); !ok {
 		t.Fatalf("UseFloat64 on a device pool ran %T", k.cur)
+	}
+}
+
+// TestFlowDevErrors: a failing device call is an error from the pass that
+// made it, never a panic, and a failed Forward leaves nothing to
+// differentiate. A released buffer stands in for a device that fails.
+func TestFlowDevErrors(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 2, Dim: 6, Cond: 3, Hidden: 8}
+	p := newFlowProblem(spec, 2, 8, 0.5, 47)
+	out := make([]float64, len(p.r))
+	g := flowRun{nil, make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
+	for _, c := range []struct {
+		stage   string
+		release func(r *flowDevRes)
+		forward bool // the Forward fails
+	}{
+		{"forward", func(r *flowDevRes) { r.rows.Release() }, true},
+		{"backward", func(r *flowDevRes) { r.rows.Release() }, false},
+		{"context gradient", func(r *flowDevRes) { r.gcond.Release() }, false},
+	} {
+		k := newFlowDevKernel(t, dev, spec)
+		p.run(t, k)
+		if c.forward {
+			c.release(k.dev.r)
+		}
+		err := k.Forward(p.T, p.D, p.omega0, p.cond, p.theta, out)
+		if c.forward {
+			if err == nil || !strings.Contains(err.Error(), "released") {
+				t.Errorf("%s: Forward on a failing device returned %v, want the device's error", c.stage, err)
+			}
+			if err := k.Backward(p.r, g[1], g[2], g[3]); err == nil || !strings.Contains(err.Error(), "before Forward") {
+				t.Errorf("%s: Backward after a failed Forward returned %v, want a refusal", c.stage, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.stage, err)
+		}
+		c.release(k.dev.r)
+		if err := k.Backward(p.r, g[1], g[2], g[3]); err == nil || !strings.Contains(err.Error(), "released") && !strings.Contains(err.Error(), "live float32 buffers") {
+			t.Errorf("%s: Backward on a failing device returned %v, want the device's error", c.stage, err)
+		}
 	}
 }
 
