@@ -290,8 +290,11 @@ func (c *Checkpoint) checkShapes() error {
 // model built from the same configuration.
 func (c *Checkpoint) restore(m *Model, opt *Optimizer) error {
 	// The host's values are replaced: a device holding the backbone's
-	// takes them up at the next training step.
-	m.hostChanged()
+	// takes them up at the next training step. What it held comes down
+	// first, so that the optimizer that was training keeps its moments.
+	if err := m.hostChanged(); err != nil {
+		return err
+	}
 	if err := m.Params.CopyFrom(c.Params); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadCheckpoint, err)
 	}

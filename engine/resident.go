@@ -76,6 +76,17 @@ func (r *resident) attach(graphs ...[]*graph) error {
 	return nil
 }
 
+// detach undoes attach for graphs being dropped.
+func (r *resident) detach(graphs ...[]*graph) {
+	for _, gs := range graphs {
+		for _, gr := range gs {
+			for _, n := range gr.convs {
+				n.ReleaseResident(r.conv)
+			}
+		}
+	}
+}
+
 // tensors gives the resident tensors of ps (in r's order) and of opt's M
 // and V.
 func (r *resident) tensors(ps *Params, opt *Optimizer) (p, m, v [][]float64) {
@@ -125,12 +136,18 @@ func (m *Model) SyncHost() error {
 	return nil
 }
 
-// hostChanged says the host's parameters were replaced (a checkpoint
-// restored): the next training step uploads them.
-func (m *Model) hostChanged() {
-	if m.res != nil {
-		m.res.onDevice, m.res.opt = false, nil
+// hostChanged is called before the host's parameters are replaced (a
+// checkpoint restored): the device's values come down into the optimizer
+// that held them, and the next training step uploads the new ones.
+func (m *Model) hostChanged() error {
+	if m.res == nil {
+		return nil
 	}
+	if err := m.SyncHost(); err != nil {
+		return err
+	}
+	m.res.opt = nil
+	return nil
 }
 
 // deviceNormSq sums the resident gradients' squares on the device; a

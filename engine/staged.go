@@ -71,7 +71,13 @@ func (m *Model) staged(sh shape) (*staged, error) {
 			}
 		}
 		return st, nil
-	}, func(st *staged) { st.close(); m.released = true })
+	}, func(st *staged) {
+		if m.res != nil {
+			m.res.detach(st.tasks, st.sums, st.seeded)
+		}
+		st.close()
+		m.released = true
+	})
 }
 
 func buildStaged(bp blueprint, sh shape) (*staged, error) {

@@ -184,6 +184,27 @@ func (c *ConvResident) attach(k *ConvKernel) error {
 	return nil
 }
 
+// ReleaseResident undoes SetResident for the net's ops, whose graph is
+// being dropped (a varying episode's): c stops holding their device cores,
+// and the remaining ops keep their order.
+func (n *ConvNet) ReleaseResident(c *ConvResident) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, op := range n.ops {
+		d := op.kern.dev
+		if d == nil || d.res != c {
+			continue
+		}
+		i := d.seq
+		c.cores = append(c.cores[:i], c.cores[i+1:]...)
+		c.graded = append(c.graded[:i], c.graded[i+1:]...)
+		for j := i; j < len(c.cores); j++ {
+			c.cores[j].seq = j
+		}
+		d.res = nil
+	}
+}
+
 // markGraded records that core seq's gradient sums are this step's.
 func (c *ConvResident) markGraded(seq int) {
 	c.mu.Lock()

@@ -291,3 +291,41 @@ func TestResidentNaNNorm(t *testing.T) {
 		t.Fatalf("square norm without a backward %v (%v), want 0", sq, err)
 	}
 }
+
+// A dropped graph's ops leave the resident parameters (ReleaseResident):
+// the others keep their order, and only their gradients are summed.
+func TestResidentRelease(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := newConvProblem(spec, 3, 6)
+	var ks []*ConvKernel
+	for range 3 {
+		k := newConvDevKernel(t, dev, spec)
+		if err := c.attach(k); err != nil {
+			t.Fatal(err)
+		}
+		ks = append(ks, k)
+	}
+	if err := c.Upload(residentTensors(pr.ws, pr.bs), residentZeros(spec), residentZeros(spec)); err != nil {
+		t.Fatal(err)
+	}
+	(&ConvNet{spec: spec, ops: []*ConvOp{{kern: ks[1]}}}).ReleaseResident(c)
+	if len(c.cores) != 2 || c.cores[0] != ks[0].dev || c.cores[1] != ks[2].dev || ks[2].dev.seq != 1 || ks[1].dev.res != nil {
+		t.Fatalf("after the release: %d cores, the last at %d", len(c.cores), ks[2].dev.seq)
+	}
+	ref := newConvDevKernel(t, dev, spec)
+	_, gws, gbs := pr.run(t, ref, 1, true)
+	var want float64
+	for l := range gws {
+		want += floats.Dot(gws[l], gws[l]) + floats.Dot(gbs[l], gbs[l])
+	}
+	pr.run(t, ks[2], 1, true)
+	got, err := c.GradNormSq()
+	if err != nil || math.Abs(got-want) > 1e-12*want {
+		t.Fatalf("square norm %v (%v), want %v", got, err, want)
+	}
+}
