@@ -63,7 +63,7 @@ type convDev struct {
 	// a pass uses, from Forward to the end of Backward; need is what a
 	// pass of N images asks of them.
 	lease devLease
-	need  struct{ act, arg, col, z, drop, g, part int }
+	need  convDevNeed
 }
 
 // convDevRes is what a convDev uses on the device. Its kernels, and sum
@@ -154,30 +154,7 @@ func (d *convDev) resize(N int) error {
 	for ci := range nc {
 		d.chunks = append(d.chunks, [2]int{ci * N / nc, (ci + 1) * N / nc})
 	}
-	nf, L := d.spec.Filters, len(d.ls)
-	d.group = d.group[:0]
-	d.actOff, d.argOff = d.actOff[:0], d.argOff[:0]
-	var act, arg, col, z, drop, g int
-	for l, ly := range d.ls {
-		width := ly.k1
-		if l > 0 {
-			width = max(width, 9*nf)
-			g = max(g, N*ly.p*ly.cin)
-		}
-		n := max(1, min(N, convDevColCap/(ly.p*max(width, nf))))
-		d.group = append(d.group, n)
-		col = max(col, n*ly.p*width)
-		z = max(z, n*ly.p*nf)
-		drop = max(drop, n*ly.po*4*nf)
-		d.actOff = append(d.actOff, act)
-		act += N * ly.p * ly.cin
-		d.argOff = append(d.argOff, arg)
-		arg += N * ly.po * nf
-	}
-	d.actOff = append(d.actOff, act)
-	act += N * d.ls[L-1].po * nf
-	g = max(g, N*d.ls[L-1].po*nf)
-	d.need = struct{ act, arg, col, z, drop, g, part int }{act, arg, col, z, drop, g, nc * d.part}
+	d.group, d.actOff, d.argOff, d.need = convDevPlan(d.ls, d.spec.Filters, N, d.part, d.group[:0], d.actOff[:0], d.argOff[:0])
 	if err := d.bind(); err != nil {
 		return err
 	}

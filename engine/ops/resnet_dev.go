@@ -82,9 +82,6 @@ func (m *resDevMem) release() {
 	m.kernels = nil
 }
 
-// resDevNeed is what a pass of N images asks of the slot's buffers.
-type resDevNeed struct{ N, col, cmax, cf, gmax, hmax int }
-
 func newResDev(dev *opencl.Device, spec ResNetSpec) (*resDev, error) {
 	prog, err := deviceProgram(dev, "resnet")
 	if err != nil {
@@ -124,29 +121,13 @@ func (d *resDev) resize(N int) error {
 		return d.bind()
 	}
 	d.N = 0 // until every buffer is there
-	colLen, cmax, cfLen, gmax := 0, 0, 0, d.pl.pou
-	d.cfOff = d.cfOff[:0]
-	for _, cv := range d.cv {
-		rows := N * cv.po
-		if !cv.direct {
-			colLen = max(colLen, rows*cv.kk)
-		}
-		cmax = max(cmax, cv.Out)
-		d.cfOff = append(d.cfOff, cfLen)
-		cfLen += 5 * N * cv.Out
-		gmax = max(gmax, cv.po*cv.Out)
-	}
-	for _, n := range []int{colLen, N * d.spec.InDim(), N * d.pl.pin, N * gmax} {
+	d.cfOff, d.need = resDevPlan(d.cv, d.blk, d.pl, N, d.cfOff[:0])
+	need := d.need
+	for _, n := range []int{need.col, N * d.spec.InDim(), N * d.pl.pin, N * need.gmax} {
 		if n > resDevMaxLen || n < 0 {
 			return fmt.Errorf("resnet on %s: %d images need a buffer of %d values, over the kernels' %d: use smaller batches", d.dev.Info.Name, N, n, resDevMaxLen)
 		}
 	}
-	hmax := 0
-	for _, bl := range d.blk {
-		c1 := d.cv[bl.c1]
-		hmax = max(hmax, c1.po*c1.Out)
-	}
-	d.need = resDevNeed{N, colLen, cmax, cfLen, gmax, hmax}
 	d.z, d.src = make([]*opencl.Buffer, len(d.cv)), make([]*opencl.Buffer, len(d.cv))
 	d.h, d.out = make([]*opencl.Buffer, len(d.blk)), make([]*opencl.Buffer, len(d.blk))
 	if err := d.bind(); err != nil {
@@ -155,8 +136,8 @@ func (d *resDev) resize(N int) error {
 	d.N = N
 	d.hx = make([]float32, N*d.spec.InDim())
 	d.hw = make([]float32, d.wLen)
-	d.hs = make([]float32, 2*N*cmax)
-	d.hcf = make([]float32, 3*N*cmax)
+	d.hs = make([]float32, 2*N*need.cmax)
+	d.hcf = make([]float32, 3*N*need.cmax)
 	d.hgf = make([]float32, N*d.spec.Widths[3])
 	d.hepi = make([]int32, 2*N)
 	d.feat = make([]float64, N*d.spec.Widths[3])
