@@ -332,9 +332,7 @@ var shells = []string{"bash", "zsh", "fish"}
 func cmdCompletion(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("completion")
 	shell := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		shell, args = args[0], args[1:]
-	}
+	shell, args = leadingArg(shell, args)
 	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
 		return code
 	}

@@ -107,9 +107,7 @@ func cmdDataGet(args []string, stdout, stderr io.Writer) int {
 	from := fs.String("from", "", "take the files from here instead of the canonical source: a mirror's URL prefix, a folder holding the same file names, or one of the files (a local copy needs no network)")
 	force := fs.Bool("force", false, "move a file in the way whose checksum is wrong aside (to NAME.old) instead of refusing; nothing is deleted")
 	name := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
+	name, args = leadingArg(name, args)
 	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
 		return code
 	}

@@ -51,9 +51,7 @@ func cmdExperiment(args []string, stdout, stderr io.Writer) int {
 // exit status.
 func parseExperiment(args []string, stdout, stderr io.Writer) (e experimentOpts, code int, ok bool) {
 	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
+	name, args = leadingArg(name, args)
 	fs := newFlags("experiment")
 	preset := fs.String("preset", "", "preset name (see mkbench presets)")
 	variants := fs.String("variants", "", "comma-separated variants (rbf, rff, vrf, vrf+ctx, vrf+cnf, metakernel, maml), or all (default: the experiment's, e.g. rbf,rff,vrf,vrf+ctx,metakernel for ablation)")
@@ -339,9 +337,7 @@ func printResults(w io.Writer, dir string, res *experiments.Results) {
 
 func cmdReport(args []string, stdout, stderr io.Writer) int {
 	var dir string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		dir, args = args[0], args[1:]
-	}
+	dir, args = leadingArg(dir, args)
 	fs := newFlags("report")
 	if _, code, ok := parseArgs(fs, args, stdout, stderr); !ok {
 		return code

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/mkbench/mkbench/experiments/export"
 	"github.com/mkbench/mkbench/internal/runfile"
@@ -20,9 +19,7 @@ const exportForm = "mkbench export DIR --tensorboard [--force] [--data DIR2] | m
 // metric (--format).
 func cmdExport(args []string, stdout, stderr io.Writer) int {
 	var dir string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		dir, args = args[0], args[1:]
-	}
+	dir, args = leadingArg(dir, args)
 	fs := newFlags("export")
 	tb := fs.Bool("tensorboard", false, "write TensorBoard event files (events.out.tfevents.*) into each run's directory, from its metrics.jsonl and val.jsonl, with ω histograms from its checkpoints when its data can be read")
 	force := fs.Bool("force", false, "with --tensorboard: replace the event files a run already has (else such a run is left as it is); with --out: replace the file there")

@@ -253,3 +253,13 @@ func unknownError(what, typed string, known []string, hint string) error {
 	}
 	return fmt.Errorf("%s (%s)", msg, hint)
 }
+
+// leadingArg takes the argument a command names before its flags (mkbench
+// export DIR --format csv): the first of args when it is not a flag, else
+// def, and returns the rest for the flag set.
+func leadingArg(def string, args []string) (string, []string) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return args[0], args[1:]
+	}
+	return def, args
+}

@@ -96,9 +96,7 @@ func cmdModelsExport(args []string, stdout, stderr io.Writer) int {
 	shift := fs.Int("support-shift", 0, "image classification: sets the model's eval_support_shift: it evaluates with each support image joined by its copies shifted by up to this many pixels (chosen after training with mkbench eval --val --support-shift; default: the run's)")
 	fs.alias("dir", "models-dir") // its name before --models-dir was the one name everywhere
 	var run string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		run, args = args[0], args[1:]
-	}
+	run, args = leadingArg(run, args)
 	set, code, ok := parseArgs(fs, args, stdout, stderr)
 	if !ok {
 		return code
