@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/internal/opencl"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // newFlowDevKernel is a kernel whose pool has dev.
@@ -206,6 +208,39 @@ func TestFlowDevResize(t *testing.T) {
 		if e := flowRelErr(got[0], p.run(t, newFlowKernelPrec(t, spec, true))[0]); !(e <= 1e-5) {
 			t.Errorf("pass %d (T=%d, D=%d): output differs from the CPU's float64 by %.3g", i, sz[0], sz[1], e)
 		}
+	}
+}
+
+// TestFlowDevGraph: the gorgonia op runs its kernel's device core through
+// the graph's forward and three gradient nodes, with the bytes of the
+// kernel called directly.
+func TestFlowDevGraph(t *testing.T) {
+	dev := testDevice(t)
+	c := flowSmallSpecs[0]
+	p := newFlowProblem(c.spec, c.T, c.D, 0.5, 48)
+	want := p.run(t, newFlowDevKernel(t, dev, c.spec))
+	fg := newFlowGraph(t, p)
+	fg.op.kern = newFlowDevKernel(t, dev, c.spec)
+	vm := fg.machine()
+	defer vm.Close()
+	for pass := range 2 {
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fg.op.kern.cur.(*flowDev); !ok {
+			t.Fatalf("the op ran %T", fg.op.kern.cur)
+		}
+		gs := fg.grads(t)
+		got := flowRun{fg.out.Value().Data().([]float64), gs[0], gs[1], gs[2]}
+		if j := flowRunDiffers(got, want); j >= 0 {
+			t.Errorf("pass %d: result %d of the graph differs from the kernel's", pass, j)
+		}
+		// Zero the accumulated gradients, as a solver step would.
+		for _, n := range []*gorgonia.Node{fg.omega0, fg.cond, fg.theta} {
+			g, _ := n.Grad()
+			g.(*tensor.Dense).Zero()
+		}
+		vm.Reset()
 	}
 }
 
