@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/mkbench/mkbench/engine/ops"
 )
 
 // The memory estimate: what a run of a Config holds at its peak, computed
@@ -260,4 +262,108 @@ func pooled(s *ConvSpec, n int) int {
 		return n / 2
 	}
 	return (n + 1) / 2
+}
+
+// The device's share. With a device in use (UseDevice), the backbone's
+// passes hold their activations, scratch and float32 weights on it, in
+// the slots of the model's device arena (ops' device_arena.go): one slot
+// per pass running at once, each grown to the largest pass it served. A
+// training run's task ranges run at once (taskStages slots, each of a
+// range's images); evaluation, validation and the display run one pass
+// at a time in the first. A conv backbone trained with Adam keeps its
+// parameters resident there too (resident.go): the masters, two moments
+// and the step's gradient in double, the packed float32 weights, and the
+// summed gradient of each training pass. ops.ConvDeviceBytes and
+// ops.ResNetDeviceBytes give a pass's bytes as the cores allocate them;
+// memDevMargin covers what the device holds beyond our buffers (CLBlast's
+// padded copies of a product's operands, the driver's rounding), and
+// memDevBase the context, the compiled programs and CLBlast's kernels.
+// The flows on the device are not counted here yet.
+const (
+	memDevBase   = 64 << 20
+	memDevMargin = 1.25
+)
+
+// DeviceMemoryEstimate is the device memory in bytes a training run of c
+// (evaluation and validation included) needs when its image backbone runs
+// on an OpenCL device; 0 for a model without one (its memory stays on the
+// host). It saturates at math.MaxUint64.
+func (c Config) DeviceMemoryEstimate(inDim, outDim int) uint64 {
+	return c.deviceBytes(true)
+}
+
+// EvalDeviceMemoryEstimate is DeviceMemoryEstimate for evaluating a model
+// of c (mkbench eval): the evaluation's pass alone.
+func (c Config) EvalDeviceMemoryEstimate(inDim, outDim int) uint64 {
+	return c.deviceBytes(false)
+}
+
+func (c Config) deviceBytes(train bool) uint64 {
+	b, ok := c.deviceBuffers(train)
+	if !ok {
+		return 0
+	}
+	return saturate(memDevBase + memDevMargin*b)
+}
+
+// deviceBuffers is what the backbone's buffers hold on the device at a
+// run's peak (no margin, no base); false when c has no image backbone.
+func (c Config) deviceBuffers(train bool) (float64, bool) {
+	var pass func(images int) float64
+	switch {
+	case c.UsesResNet():
+		s := *c.ResNet
+		if s.Validate() != nil {
+			return math.Inf(1), true
+		}
+		pass = func(n int) float64 { return ops.ResNetDeviceBytes(s, n) }
+	case c.Conv != nil:
+		s := *c.Conv
+		if s.Validate() != nil {
+			return math.Inf(1), true
+		}
+		pass = func(n int) float64 { return ops.ConvDeviceBytes(s, n) }
+	default:
+		return 0, false
+	}
+	f := func(v int) float64 { return float64(v) }
+	bytes := func(images float64) float64 {
+		if !(images < 1<<40) { // past any device, and past int on the way
+			return math.Inf(1)
+		}
+		return pass(max(int(images), 1))
+	}
+	eval := f(c.MetaBatch) * (f(c.SupportPoints())*f(c.EvalShifts()) + f(c.EvalQuery)*f(max(c.Way, 1)))
+	largest := max(eval, f(c.SupportPoints())+100) // the display's one task
+	if !train {
+		return bytes(largest), true
+	}
+	ns, nq := f(c.SupportPoints()), f(c.QueryPoints())
+	if c.Classify() && !c.Varying {
+		ns, nq = f(c.TrainingShot())*f(c.TrainingWay()), f(c.Query)*f(c.TrainingWay())
+	}
+	stages := min(taskStages, max(c.MetaBatch, 1))
+	rng := math.Ceil(f(c.MetaBatch)/f(stages)) * (ns + nq)
+	b := bytes(max(largest, rng)) + f(stages-1)*bytes(rng)
+	if c.Conv != nil && !c.UsesResNet() && c.Optimizer == "adam" {
+		n := 0.0
+		for l := 0; l < c.Conv.Blocks; l++ {
+			n += f(c.Conv.Filters)*f(c.Conv.FanIn(l)) + f(c.Conv.Filters)
+		}
+		// Masters, moments and gradient in double, the packed weights
+		// (with the rotated filters: twice the values), and each task and
+		// seeded-summary pass's gradient sums in float32.
+		b += 4*8*n + 4*2*n + 2*f(stages)*4*n
+	}
+	return b, true
+}
+
+// DeviceMemory is the device the models built now run their backbones on
+// (DeviceLabel) and its global memory in bytes; ok is false on the CPU.
+func DeviceMemory() (label string, bytes uint64, ok bool) {
+	dev := currentDevice()
+	if dev == nil {
+		return CPU, 0, false
+	}
+	return deviceLabel(dev), dev.Info.GlobalMem, true
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 	"weak"
+
+	"github.com/mkbench/mkbench/internal/opencl"
+	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // TestMemoryStaysFlat trains for MKBENCH_MEMORY_STEPS steps (opt-in: it
@@ -159,4 +162,108 @@ func liveHeapMiB() float64 {
 		}
 	}
 	return low
+}
+
+// testDeviceInUse makes the first OpenCL device (PoCL here and in CI) the
+// process's for the test, or skips (fails with CI=true) saying why.
+func testDeviceInUse(t *testing.T) *opencl.Device {
+	t.Helper()
+	sel, err := opencl.ParseSelection("opencl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _, err := opencl.Open(sel)
+	if err == nil {
+		err = opencl.LoadCLBlast()
+	}
+	if err != nil {
+		testutil.OpenCL(t, err)
+	}
+	UseDevice(dev)
+	t.Cleanup(func() { UseDevice(nil) })
+	return dev
+}
+
+// The device estimate is what a run holds there, within a stated factor:
+// a Conv model trained on the device (two task stages with context, Adam
+// with resident parameters) and evaluated peaks at no more than the
+// estimate's buffers and at least half of them.
+func TestDeviceMemoryEstimateMatchesMeasured(t *testing.T) {
+	dev := testDeviceInUse(t)
+	cfg := classConfig("vrf+ctx", 0.9)
+	cfg.Conv = &ConvSpec{Channels: 1, Height: 14, Width: 14, Blocks: 3, Filters: 8, Keep: 0.9}
+	cfg.MetaBatch, cfg.EvalQuery, cfg.EvalTasks = 4, 5, 8
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	src := blobs{way: 3, side: 14}
+	m, err := NewModel(cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opt := NewOptimizer(cfg, m.Params.List)
+	var grads [][]float64
+	for i := range 4 {
+		if _, err := m.trainStep(i, opt, &grads); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	peak := float64(dev.MemStats().Peak)
+	est, ok := cfg.deviceBuffers(true)
+	in, out := src.InDim(), src.OutDim()
+	t.Logf("device buffers at their peak: %.0f bytes; estimated %.0f (%.2f×); DeviceMemoryEstimate %d, EvalDeviceMemoryEstimate %d",
+		peak, est, est/peak, cfg.DeviceMemoryEstimate(in, out), cfg.EvalDeviceMemoryEstimate(in, out))
+	if !ok || !(peak <= est && est <= 2*peak) {
+		t.Fatalf("the device held %.0f bytes at its peak, the estimate's buffers are %.0f: want between 1× and 2× of it", peak, est)
+	}
+	if cfg.EvalDeviceMemoryEstimate(in, out) >= cfg.DeviceMemoryEstimate(in, out) {
+		t.Error("evaluating needs as much of the device as training")
+	}
+	mlp := sineConfig("vrf")
+	if mlp.DeviceMemoryEstimate(1, 1) != 0 {
+		t.Error("a model without an image backbone has a device estimate")
+	}
+}
+
+// Varying episodes on the device (a graph per shape, as Meta-Dataset's)
+// reuse the device arena's buffers: after the first 20 episodes (by then
+// the largest shape of varyBlobs' draw from cfg.Seed has run) no episode
+// allocates on the device, and its peak stays within the estimate. The
+// backbone's parameters are not resident here: ConvResident keeps each
+// attached core's gradient sums in a buffer of the core's own, one more
+// allocation a training graph (see the report on issue 44).
+func TestDeviceMemoryVaryingEpisodes(t *testing.T) {
+	dev := testDeviceInUse(t)
+	cfg := varyConfig("vrf+ctx")
+	residentOff = true
+	defer func() { residentOff = false }()
+	src := varyBlobs{blobs{way: 4, side: 7}, 3, 2}
+	m, err := NewModel(cfg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opt := NewOptimizer(cfg, m.Params.List)
+	var grads [][]float64
+	var allocs []int64
+	for i := range 40 {
+		if _, err := m.trainStep(i, opt, &grads); err != nil {
+			t.Fatal(err)
+		}
+		allocs = append(allocs, dev.MemStats().Allocs)
+	}
+	st := dev.MemStats()
+	est, _ := cfg.deviceBuffers(true)
+	t.Logf("40 varying episodes: %d device buffers made (%d in the last 20), %d bytes held, peak %d; estimated %.0f",
+		st.Allocs, allocs[39]-allocs[19], st.Live, st.Peak, est)
+	if n := allocs[39] - allocs[19]; n != 0 {
+		t.Errorf("the last 20 varying episodes made %d device buffers, want none", n)
+	}
+	if float64(st.Peak) > est {
+		t.Errorf("the device peaked at %d bytes, over the estimate %.0f for the largest episode", st.Peak, est)
+	}
 }
