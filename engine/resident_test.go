@@ -204,6 +204,18 @@ func TestResidentTransfersPerStep(t *testing.T) {
 				w, wb, r, rb, fwd+bwd, 4*(fi*in+bi*out), fwd+1, int64(4*fi*out)+norm)
 		}
 	}
+	// Part 1's path, for the record: the weights up every forward and the
+	// gradients down every backward.
+	residentOff = true
+	p1, p1opt := residentModel(t, dev, cfg)
+	residentOff = false
+	before := dev.Transfers()
+	if _, err := p1.Step(1, p1opt); err != nil {
+		t.Fatal(err)
+	}
+	after := dev.Transfers()
+	t.Logf("part 1's step: %d writes (%d bytes), %d reads (%d bytes)", after.Writes-before.Writes, after.WriteBytes-before.WriteBytes,
+		after.Reads-before.Reads, after.ReadBytes-before.ReadBytes)
 }
 
 // A checkpoint written on the device resumes on the CPU and finishes, one
