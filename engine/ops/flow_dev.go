@@ -60,8 +60,11 @@ func (r *flowDevRes) release() {
 	for _, k := range [...]*opencl.Kernel{r.load, r.store, r.biasRelu, r.coupling, r.couplingGrad, r.mask, r.taskSums, r.reduce} {
 		k.Release()
 	}
-	for _, b := range [...]*opencl.Buffer{r.th, r.cond, r.ctx, r.w, r.s, r.hid, r.out, r.gw, r.ghid, r.rows, r.part, r.sum, r.gwc, r.gcond} {
-		b.Release()
+	for _, b := range r.fixed() {
+		(*b).Release()
+	}
+	for _, b := range r.pass() {
+		(*b).Release()
 	}
 }
 
@@ -90,28 +93,76 @@ func newFlowDev(dev *opencl.Device, info flowSpecInfo) (*flowDev, error) {
 			return nil, err
 		}
 	}
-	H, c := info.Hidden, info.Cond
 	off := 0
 	for _, L := range info.layers {
 		for _, h := range L.h {
 			d.sOff = append(d.sOff, off)
 			off += h.m
-			d.pOff = append(d.pOff, d.nPc)
-			d.nPc += h.nIn*H + H + 2*h.m*H + 2*h.m
 		}
 	}
-	d.th32 = make([]float32, info.nP)
-	d.sum32 = make([]float32, d.nPc)
-	d.wc32 = make([]float32, info.nh*c*H)
-	for _, e := range []error{
-		flowDevEnsure(dev, &d.r.th, info.nP), flowDevEnsure(dev, &d.r.sum, d.nPc),
-		flowDevEnsure(dev, &d.r.gwc, info.nh*c*H),
-	} {
-		if e != nil {
-			return nil, e
+	d.pOff, d.nPc = flowPartLayout(info)
+	fixed := flowDevFixed(info, d.nPc)
+	d.th32 = make([]float32, fixed[0])
+	d.sum32 = make([]float32, fixed[1])
+	d.wc32 = make([]float32, fixed[2])
+	for i, b := range d.r.fixed() {
+		if err := flowDevEnsure(dev, b, fixed[i]); err != nil {
+			return nil, err
 		}
 	}
 	return d, nil
+}
+
+// flowPartLayout is where each half's gradients start in a task's
+// partial (theta's layout without Wc), and the partial's length.
+func flowPartLayout(info flowSpecInfo) (pOff []int, nPc int) {
+	H := info.Hidden
+	for _, L := range info.layers {
+		for _, h := range L.h {
+			pOff = append(pOff, nPc)
+			nPc += h.nIn*H + H + 2*h.m*H + 2*h.m
+		}
+	}
+	return pOff, nPc
+}
+
+// fixed are the buffers whose lengths only the spec sets (flowDevFixed's
+// order): theta, the summed partials, Wc's gradient.
+func (r *flowDevRes) fixed() [3]**opencl.Buffer { return [3]**opencl.Buffer{&r.th, &r.sum, &r.gwc} }
+
+func flowDevFixed(s flowSpecInfo, nPc int) [3]int {
+	return [3]int{s.nP, nPc, s.nh * s.Cond * s.Hidden}
+}
+
+// pass are the buffers a pass of T tasks of D samples sizes (flowDevLens'
+// order).
+func (r *flowDevRes) pass() [11]**opencl.Buffer {
+	return [11]**opencl.Buffer{&r.cond, &r.ctx, &r.w, &r.s, &r.hid, &r.out, &r.gw, &r.ghid, &r.rows, &r.part, &r.gcond}
+}
+
+// flowDevLens is what a pass of T tasks of D samples asks of each of
+// pass's buffers, in float32 values.
+func flowDevLens(s flowSpecInfo, nPc, T, D int) [11]int {
+	n, dim, c, H, K := T*D, s.Dim, s.Cond, s.Hidden, s.Layers
+	maxM := dim - dim/2
+	return [11]int{T * c, T * s.nh * H, (K+1)*dim*n + n, K * dim * n, s.nh * H * n, 2 * maxM * n, (dim + 1) * n, H * n,
+		n * (dim + 1), T * nPc, T * c}
+}
+
+// FlowDeviceBytes is what a flow of spec holds on an OpenCL device for
+// passes of T tasks of D samples (ω's D bases): a FlowKernel's buffers,
+// which it keeps while it lives.
+func FlowDeviceBytes(spec FlowSpec, T, D int) float64 {
+	info := flowSpecInfo{FlowSpec: spec, layers: spec.layout(), nP: spec.NumParams(), nh: 2 * spec.Layers}
+	_, nPc := flowPartLayout(info)
+	sum := 0.0
+	for _, v := range flowDevFixed(info, nPc) {
+		sum += float64(v)
+	}
+	for _, v := range flowDevLens(info, nPc, T, D) {
+		sum += float64(v)
+	}
+	return 4 * sum
 }
 
 // flowDevEnsure is convDevEnsure for the flow's float32 buffers, which it
@@ -136,24 +187,16 @@ func (d *flowDev) resize(T, D int) error {
 	}
 	d.T, d.D, d.n = 0, 0, 0 // until every buffer is there
 	s := d.spec
-	n, dim, c, H, K := T*D, s.Dim, s.Cond, s.Hidden, s.Layers
-	maxM := dim - dim/2
-	sizes := []struct {
-		b   **opencl.Buffer
-		len int
-	}{
-		{&d.r.cond, T * c}, {&d.r.ctx, T * s.nh * H}, {&d.r.w, (K+1)*dim*n + n}, {&d.r.s, K * dim * n},
-		{&d.r.hid, s.nh * H * n}, {&d.r.out, 2 * maxM * n}, {&d.r.gw, (dim + 1) * n}, {&d.r.ghid, H * n},
-		{&d.r.rows, n * (dim + 1)}, {&d.r.part, T * d.nPc}, {&d.r.gcond, T * c},
-	}
-	for _, sz := range sizes {
+	n, dim, c := T*D, s.Dim, s.Cond
+	lens := flowDevLens(s, d.nPc, T, D)
+	for _, v := range lens {
 		// The kernels index with 32-bit ints.
-		if sz.len > math.MaxInt32 {
+		if v > math.MaxInt32 {
 			return fmt.Errorf("flow on %s: %d tasks of %d samples need a buffer past the kernels' 32-bit indices: use fewer tasks a batch or fewer bases", d.dev.Info.Name, T, D)
 		}
 	}
-	for _, sz := range sizes {
-		if err := flowDevEnsure(d.dev, sz.b, sz.len); err != nil {
+	for i, b := range d.r.pass() {
+		if err := flowDevEnsure(d.dev, b, lens[i]); err != nil {
 			return err
 		}
 	}
