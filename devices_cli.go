@@ -57,20 +57,34 @@ func deviceSelection(cmd string, set map[string]bool, value string) (opencl.Sele
 // it runs on the CPU and why. label is the device used (engine's
 // DeviceLabel).
 func useDevice(cmd string, sel opencl.Selection, stderr io.Writer) (label string, release func(), err error) {
-	release = func() {}
-	if sel.Mode == opencl.ModeCPU {
+	dev, err := openDevice(cmd, sel, stderr)
+	if err != nil {
+		return "", func() {}, err
+	}
+	engine.UseDevice(dev)
+	return engine.DeviceLabel(), func() {
 		engine.UseDevice(nil)
-		return engine.CPU, release, nil
+		if dev != nil {
+			dev.Close()
+		}
+	}, nil
+}
+
+// openDevice opens the device sel asks for, as useDevice says, without
+// making it the engine's: nil for the CPU (cpu, or auto without a GPU).
+func openDevice(cmd string, sel opencl.Selection, stderr io.Writer) (*opencl.Device, error) {
+	if sel.Mode == opencl.ModeCPU {
+		return nil, nil
 	}
 	dev, note, err := opencl.Open(sel)
 	if err != nil {
-		return "", release, fmt.Errorf("%s: %w", cmd, err)
+		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	if dev != nil {
 		if err := opencl.LoadCLBlast(); err != nil {
 			dev.Close()
 			if sel.Mode != opencl.ModeAuto {
-				return "", release, fmt.Errorf("%s: device %v: %w", cmd, sel, err)
+				return nil, fmt.Errorf("%s: device %v: %w", cmd, sel, err)
 			}
 			dev, note = nil, "device auto: "+err.Error()+"; running on the CPU"
 		}
@@ -78,11 +92,7 @@ func useDevice(cmd string, sel opencl.Selection, stderr io.Writer) (label string
 	if sel.Mode == opencl.ModeAuto {
 		say(stderr, "note: %s", note)
 	}
-	engine.UseDevice(dev)
-	return engine.DeviceLabel(), func() {
-		engine.UseDevice(nil)
-		dev.Close()
-	}, nil
+	return dev, nil
 }
 
 // forwardDevice sets $MKBENCH_DEVICE to sel for the sweep workers this
@@ -103,28 +113,30 @@ func forwardDevice(sel opencl.Selection) (restore func()) {
 }
 
 // workersDevice settles the device of the units a sweep coordinator
-// (sweep run, sweep resume) starts: --device, else $MKBENCH_DEVICE, passed
-// on to the workers through forwardDevice (call restore when they are
-// through). On the local engine the workers run on this machine, so the
-// device is opened once here, and closed, to refuse one that cannot open
-// before any unit starts; a Slurm node's devices are the cluster's, so
-// there it is only parsed, and each worker refuses for itself.
-func workersDevice(cmd string, set map[string]bool, value, engineName string, stderr io.Writer) (restore func(), err error) {
+// (sweep run, sweep resume) starts: --device, else recorded (the sweep
+// file's device:, or the one the units recorded), else $MKBENCH_DEVICE,
+// else the CPU; it returns it as the units record it (sweep.Unit.Device),
+// and the workers read it from sweep.json. On the local engine the
+// workers run on this machine, so the device is opened once here, and
+// closed, to refuse one that cannot open before any unit starts; a Slurm
+// node's devices are the cluster's, so there it is only parsed, and each
+// worker refuses for itself.
+func workersDevice(cmd string, set map[string]bool, value, recorded, engineName string, stderr io.Writer) (string, error) {
 	sel, err := deviceSelection(cmd, set, value)
+	if !set["device"] && recorded != "" {
+		sel, err = opencl.ParseSelection(recorded) // checked when the file or sweep.json was read
+	}
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if engineName == "local" && sel.Mode != opencl.ModeCPU {
 		_, release, err := useDevice(cmd, sel, stderr)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		release()
 	}
-	if !set["device"] {
-		return func() {}, nil // the workers inherit $MKBENCH_DEVICE as it is
-	}
-	return forwardDevice(sel), nil
+	return sel.String(), nil
 }
 
 // onDevice is " on LABEL" for a device other than the CPU, for the line

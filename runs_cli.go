@@ -62,10 +62,10 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 // printRuns writes the runs table, a heading before each group. The
 // columns are as wide across groups as within one.
 func printRuns(out io.Writer, rs []runs.Run, now time.Time) {
-	rows := [][]string{{"RUN", "PRESET", "VARIANT", "SEED", "ITERS", "STATE", "METRIC", "TIME", "AGE"}}
+	rows := [][]string{{"RUN", "PRESET", "VARIANT", "SEED", "ITERS", "STATE", "METRIC", "TIME", "DEVICE", "AGE"}}
 	for _, r := range rs {
 		row := []string{runs.InGroup(r), r.Preset, r.Variant, fmt.Sprint(r.Seed), fmt.Sprintf("%d/%d", r.Iter, r.Iters),
-			state(r), runs.MetricText(r), runs.Duration(r.TrainSeconds), runs.Age(now.Sub(r.Modified))}
+			state(r), runs.MetricText(r), runs.Duration(r.TrainSeconds), runs.DeviceText(r.Device), runs.Age(now.Sub(r.Modified))}
 		for c := range row {
 			row[c] = runfile.Printable(row[c]) // folders and files handed over name runs as they like
 		}

@@ -83,6 +83,13 @@ func readSweepFile(path string) (sweep.File, []byte, error) {
 		return sweep.File{}, nil, fmt.Errorf("sweep: cannot read the sweep file: %w", err)
 	}
 	f, err := sweep.ParseFile(path, data, baselineNames())
+	var de *sweep.DeviceError
+	if errors.As(err, &de) {
+		word, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(de.Value)), ":")
+		if near := suggest(word, deviceWords); near != "" && near != word {
+			err = fmt.Errorf("%w; did you mean %s?", err, near)
+		}
+	}
 	return f, data, err
 }
 
@@ -97,6 +104,17 @@ func cmdSweepPlan(file string, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	units := f.Units()
+	// The device the units would run on: the file's, else
+	// $MKBENCH_DEVICE, else the CPU (sweep run --device overrides it).
+	dev := f.Device
+	if dev == "" {
+		sel, err := deviceSelection("sweep plan", nil, "")
+		if err != nil {
+			return fail(stderr, err)
+		}
+		dev = sel.String()
+	}
+	sweep.WithDevice(units, dev)
 	type planned struct {
 		sweep.Unit
 		Iters     int     `json:"iters"`
@@ -150,7 +168,7 @@ func cmdSweepPlan(file string, args []string, stdout, stderr io.Writer) int {
 		if r.EstSecond > 0 {
 			est = "≈ " + formatSeconds(r.EstSecond)
 		}
-		fmt.Fprintf(stdout, "  %3d  %-48s %7d iters  %s\n", r.Index, r.Name, r.Iters, est)
+		fmt.Fprintf(stdout, "  %3d  %-48s %7d iters  %-8s %s\n", r.Index, r.Name, r.Iters, r.Device, est)
 	}
 	cores := runtime.NumCPU()
 	fmt.Fprintf(stdout, "training ≈ %s one after another with both cores of the reference machine (2 cores; measured ms/iter of each preset and variant, evaluation not included)",
@@ -159,6 +177,13 @@ func cmdSweepPlan(file string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "; %d units of families not measured are not counted", unknown)
 	}
 	fmt.Fprintf(stdout, "\nlocal engine here: %d units at a time (--jobs, default the %d cores)\n", cores, cores)
+	if dev != "cpu" {
+		gres := f.Slurm.Gres
+		if gres == "" {
+			gres = sweep.DefaultGres
+		}
+		fmt.Fprintf(stdout, "device %s: the backbones run there, the CPU's times above are no estimate of it; on Slurm each unit asks for --gres=%s (slurm: {gres: …} to change it)\n", dev, gres)
+	}
 	if len(repeats) > 0 {
 		fmt.Fprintf(stdout, "note: %d units train exactly the run of another (a variant that ignores a grid setting, as rbf ignores bases): %s\n",
 			len(repeats), strings.Join(repeats, "; "))
@@ -221,16 +246,21 @@ func cmdSweepRun(file string, args []string, stdout, stderr io.Writer) int {
 	if *dry && *engineName != "slurm" {
 		return fail(stderr, errors.New("sweep run: --dry-run applies to --engine slurm (it writes the job script); see the units with mkbench sweep plan FILE"))
 	}
-	restore, err := workersDevice("sweep run", set, *device, *engineName, stderr)
-	if err != nil {
+	// A bad --device or $MKBENCH_DEVICE is refused before the file is read.
+	if _, err := deviceSelection("sweep run", set, *device); err != nil {
 		return fail(stderr, err)
 	}
-	defer restore()
 	f, source, err := readSweepFile(file)
 	if err != nil {
 		return fail(stderr, err)
 	}
+	// --device beats the file's device:, which beats $MKBENCH_DEVICE.
+	dev, err := workersDevice("sweep run", set, *device, f.Device, *engineName, stderr)
+	if err != nil {
+		return fail(stderr, err)
+	}
 	m := sweep.Manifest{File: f, Units: f.Units(), Data: runfile.AbsOrEmpty(*data), Engine: *engineName}
+	sweep.WithDevice(m.Units, dev)
 	if m.Binary, err = selfPath(); err != nil {
 		return fail(stderr, err)
 	}
@@ -253,6 +283,10 @@ func cmdSweepRun(file string, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	if err := sweep.Create(dir, m, source); err != nil {
+		return fail(stderr, err)
+	}
+	// A sweep run again continues on the device asked for now.
+	if err := sweep.SetDevice(dir, dev); err != nil {
 		return fail(stderr, err)
 	}
 	if !*quiet {

@@ -11,7 +11,9 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/runfile"
 )
 
@@ -72,6 +74,9 @@ func unitDetail(u sweep.UnitStatus) string {
 		}
 		parts = append(parts, o)
 	}
+	if d := u.DeviceText(); d != "" && d != engine.CPU {
+		parts = append(parts, "on "+runs.DeviceText(d))
+	}
 	if u.Slurm != "" {
 		parts = append(parts, "slurm "+strings.TrimSpace(u.Slurm+" "+u.Node))
 	}
@@ -106,11 +111,22 @@ func cmdSweepResume(dir string, args []string, stdout, stderr io.Writer) int {
 	if err := checkEngine(*engineName); err != nil {
 		return fail(stderr, fmt.Errorf("sweep resume: %w", err))
 	}
-	restore, err := workersDevice("sweep resume", set, *device, *engineName, stderr)
+	// The units keep the device they recorded unless --device says
+	// another; units that recorded none (an experiment's) take
+	// $MKBENCH_DEVICE, which their workers inherit.
+	recorded := ""
+	if len(m.Units) > 0 {
+		recorded = m.Units[0].Device
+	}
+	dev, err := workersDevice("sweep resume", set, *device, recorded, *engineName, stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer restore()
+	if set["device"] {
+		if err := sweep.SetDevice(dir, dev); err != nil {
+			return fail(stderr, err)
+		}
+	}
 	st, err := sweep.ReadStatus(dir)
 	if err != nil {
 		return fail(stderr, err)
@@ -238,8 +254,15 @@ func cmdSweepWork(dir string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	// The engines start workers without --device: the coordinator's
-	// reaches them as $MKBENCH_DEVICE (workersDevice).
+	// The engines start workers without --device: the unit's device is
+	// in sweep.json (workersDevice settled it); a unit that recorded none
+	// takes $MKBENCH_DEVICE. A sweep.json that cannot be read is Work's
+	// to report.
+	if m, lerr := sweep.Load(dir); lerr == nil && !set["device"] && *index < len(m.Units) && m.Units[*index].Device != "" {
+		if sel, err = opencl.ParseSelection(m.Units[*index].Device); err != nil {
+			return fail(stderr, err)
+		}
+	}
 	label, release, err := useDevice("sweep work", sel, stderr)
 	if err != nil {
 		return fail(stderr, err)

@@ -3,6 +3,7 @@ package runs
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -65,4 +66,17 @@ func InGroup(r Run) string {
 		return r.Rel
 	}
 	return rel
+}
+
+// DeviceText is a run's device cell: the device's name without its
+// platform ("opencl:0 NVIDIA H100", not "… (NVIDIA CUDA)"), "–" when not
+// known.
+func DeviceText(label string) string {
+	if label == "" {
+		return "–"
+	}
+	if i := strings.LastIndex(label, " ("); i > 0 && strings.HasSuffix(label, ")") {
+		return label[:i]
+	}
+	return label
 }

@@ -58,7 +58,11 @@ type Run struct {
 	Modified     time.Time `json:"modified"` // the newest of its files: the age
 	// Error says why a failed run failed, or why the run could not be
 	// read (State is then "").
-	Error  string        `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Device is where the run ran: summary.json's device once finished;
+	// before, a sweep unit's request (its sweep.json's), "" when not
+	// known (a run of its own records its device when it finishes).
+	Device string        `json:"device,omitempty"`
 	Config engine.Config `json:"config"`
 }
 
@@ -175,6 +179,7 @@ func Read(e Entry, now time.Time) Run {
 	case st.Summary != nil:
 		sum := st.Summary
 		r.State, r.Iter, r.TrainSeconds = runstate.Finished, sum.Iters, sum.TrainSeconds
+		r.Device = sweep.RanOn(*sum)
 		if sum.Eval != nil {
 			r.Eval, r.Val = sum.Eval, false
 		}
@@ -232,7 +237,46 @@ func Scan(root string) ([]Run, error) {
 	for i, e := range found {
 		out[i] = Read(e, now)
 	}
+	UnitDevices(root, out)
 	return out, nil
+}
+
+// UnitDevices sets the Device of the runs in rs (found under root) that
+// are a sweep's units and have not finished to the device their worker
+// was asked for, from their sweep's sweep.json, read once a sweep.
+func UnitDevices(root string, rs []Run) {
+	requested := map[string]map[string]string{} // a group → its units' devices by directory
+	for i, r := range rs {
+		if r.Device != "" || r.Group == "" {
+			continue
+		}
+		byDir, ok := requested[r.Group]
+		if !ok {
+			byDir = unitDevices(filepath.Join(root, r.Group))
+			requested[r.Group] = byDir
+		}
+		if rel, err := filepath.Rel(r.Group, r.Rel); err == nil {
+			rs[i].Device = byDir[rel]
+		}
+	}
+}
+
+// unitDevices are the devices the units of the sweep in dir were asked
+// to run on (sweep.Unit.Device), by unit directory; none when dir holds
+// no sweep.json (an experiment run here, not as a sweep) or one that
+// cannot be read.
+func unitDevices(dir string) map[string]string {
+	m, err := sweep.Load(dir)
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]string, len(m.Units))
+	for _, u := range m.Units {
+		if u.Device != "" {
+			out[u.Dir] = u.Device
+		}
+	}
+	return out
 }
 
 // Groups are the groups of runs in the order they first appear, "" (the

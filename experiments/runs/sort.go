@@ -73,7 +73,7 @@ func Filter(rs []Run, text string) []Run {
 	var out []Run
 	for _, r := range rs {
 		// A state's older words find it too ("interrupted": stopped).
-		hay := strings.ToLower(strings.Join(append([]string{r.Rel, r.Group, r.Kind, r.Preset, r.Variant, fmt.Sprint(r.Seed)},
+		hay := strings.ToLower(strings.Join(append([]string{r.Rel, r.Group, r.Kind, r.Preset, r.Variant, fmt.Sprint(r.Seed), r.Device},
 			runstate.State(r.State).Words()...), " "))
 		all := true
 		for _, w := range words {
