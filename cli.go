@@ -486,22 +486,20 @@ func cmdTUI(args []string, stdout, stderr io.Writer) int {
 	}
 	// Every model the workbench builds (its runs, experiments and
 	// evaluations) runs on the device: it is the process's
-	// (engine.UseDevice), and engine.DeviceLabel names it.
-	_, release, err := useDevice("tui", sel, stderr)
+	// (engine.UseDevice), and engine.DeviceLabel names it. The picker's d
+	// chooses another (tuiDevices); --device preselects it.
+	devices, err := newTUIDevices(sel, set["device"], stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer release()
-	if set["device"] {
-		defer forwardDevice(sel)() // and the sweep workers it starts
-	}
+	defer devices.Close()
 	lib := library(*modelsDir)
 	if *modelsDir != "" {
 		if _, err := lib.List(); err != nil && !errors.Is(err, models.ErrDamaged) { // the picker names damaged models and offers the rest
 			return fail(stderr, fmt.Errorf("tui: --models-dir: %w", err))
 		}
 	}
-	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Minutes: *minutes, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib, Runs: runsDir}, stdout); err != nil {
+	if err := ui.Run(ui.Options{Preset: *preset, Iters: *iters, Seed: *seed, Minutes: *minutes, Data: *data, Overrides: ov, Sweep: *sweepDir, Models: &lib, Runs: runsDir, Devices: devices}, stdout); err != nil {
 		return fail(stderr, err)
 	}
 	return 0

@@ -45,7 +45,10 @@
 //
 // The picker trains the chosen preset on the dashboard (enter), opens
 // the experiments screen with it (X, as on the dashboard), or asks for a sweep directory to
-// watch (w; `mkbench tui --sweep DIR` opens that screen directly). A
+// watch (w; `mkbench tui --sweep DIR` opens that screen directly); d
+// cycles the device the runs train on through Options.Devices (a
+// DeviceChooser; picker_device.go), refused while anything trains since
+// the device is the process's. A
 // folder preset (your own images) picked without --data first asks for
 // its folder (folder_prompt.go): enter checks it with
 // datasets.FolderChannels, an error stays in the prompt, and a folder

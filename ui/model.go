@@ -52,6 +52,10 @@ type Options struct {
 	// Runs opens the workbench on the runs screen listing the runs under
 	// this folder instead of the picker (mkbench tui --runs).
 	Runs string
+	// Devices lets the picker choose the device the runs train on (d);
+	// nil offers no choice: the runs train where the process's device is
+	// (engine.UseDevice).
+	Devices DeviceChooser
 }
 
 // models is the library of Options.Models and its models. A library that
@@ -139,6 +143,7 @@ func New(opts Options) Model {
 		exp: newExpScreen(t, opts, reg), sweep: newSweepScreen(t, root), folder: newFolderPrompt(t, sess.Overrides),
 		help: newHelpOverlay(t), sess: sess, exps: reg}
 	m.picker.askFolder = opts.Data == ""
+	m.picker.dev.chooser, m.picker.busy = opts.Devices, m.training
 	if damaged != nil {
 		m.picker.err = firstLine(damaged.Error())
 	}
@@ -154,6 +159,26 @@ func New(opts Options) Model {
 		m.screen, m.runsFrom = screenRuns, screenPicker
 	}
 	return m
+}
+
+// training says what of the workbench trains ("2 runs", "an
+// experiment"), "" when nothing does: the device cannot change under it.
+func (m Model) training() string {
+	n := 0
+	for _, r := range m.sess.Runs() {
+		if r.Alive() {
+			n++
+		}
+	}
+	if n > 0 {
+		return plural(n, "run")
+	}
+	for _, w := range m.exps.Workers() {
+		if _, ended, _ := w.Outcome(); !ended {
+			return "an experiment's runs"
+		}
+	}
+	return ""
 }
 
 // runOverrides are the overrides of every run: Options.Overrides with the

@@ -8,7 +8,9 @@ import (
 	"github.com/charmbracelet/bubbles/list"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
+	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/presets"
 	"github.com/mkbench/mkbench/presets/models"
 )
@@ -29,6 +31,8 @@ type pickerKeys struct {
 	Sweep key.Binding
 	// Runs opens the runs screen.
 	Runs key.Binding
+	// Device cycles the device the runs started from here train on.
+	Device key.Binding
 }
 
 func newPickerKeys() pickerKeys {
@@ -43,6 +47,7 @@ func newPickerKeys() pickerKeys {
 		Experiments: bind("X", "experiments (ablation, shots, …)", "X", "x"),
 		Sweep:       bind("w", "watch a sweep directory (mkbench sweep run)", "w"),
 		Runs:        bind("R", "runs: every run under the runs root, to compare, open, resume", "R"),
+		Device:      bind("d", "device the runs train on: cpu, each OpenCL device, auto (not while runs train)", "d"),
 	}
 }
 
@@ -82,6 +87,10 @@ type picker struct {
 	// dash is the dashboard left with esc (nil before the first pick):
 	// its runs train on, and the picker says so.
 	dash *dashboard
+	// dev is the device runs start on (d cycles it; picker_device.go);
+	// busy says what trains, when d must leave it.
+	dev  deviceState
+	busy busyFunc
 	w, h int
 }
 
@@ -173,6 +182,14 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			p.list.Select(c.At())
 			return p, nil
 		}
+		if key.Matches(msg, p.keys.Device) && p.dev.chooser != nil {
+			busy := p.busy
+			if busy == nil {
+				busy = func() string { return "" }
+			}
+			p.dev.cycle(busy)
+			return p, nil
+		}
 		if key.Matches(msg, p.keys.Start) {
 			if sel, ok := p.selected(); ok {
 				return p, func() tea.Msg { return pickedMsg{p: sel} }
@@ -190,7 +207,7 @@ func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (p *picker) View() string {
 	t := p.theme
-	head := t.Title.Render(" mkbench ") + t.Dim.Render("MetaKernel few-shot workbench · pick a preset")
+	head := p.header()
 	detail := ""
 	if sel, ok := p.selected(); ok {
 		enter := "enter trains the " + sel.Variant + " variant"
@@ -218,23 +235,60 @@ func (p *picker) View() string {
 	case p.err != "":
 		detail = t.Err.Render(p.err) + "\n" + detail
 	}
+	if p.dev.note != "" {
+		style := t.Dim
+		if p.dev.err {
+			style = t.Err
+		}
+		detail = style.Render(p.dev.note) + "\n" + detail
+	}
 	detail = lipgloss.NewStyle().Width(max(p.w-2, 10)).Render(detail)
 	body := p.list.View()
 	lines := strings.Count(detail, "\n") + 1
 	return block(head+"\n\n"+block(body, p.w, max(p.h-4-lines, 1))+"\n"+detail+"\n"+footer(t, p.ShortHelp()), p.w, p.h)
 }
 
+// header is the picker's first line: the workbench's name and, with a
+// device chooser, the device the runs train on (its name without its
+// platform), the title made short to leave it room on a narrow terminal.
+func (p *picker) header() string {
+	t := p.theme
+	title := t.Title.Render(" mkbench ") + t.Dim.Render("MetaKernel few-shot workbench · pick a preset")
+	l := p.dev.label()
+	if l == "" {
+		return title
+	}
+	l = runs.DeviceText(l)
+	dev := func(room int) string {
+		return t.Dim.Render("runs train on ") + t.Bold.Render(cutMiddle(l, max(room, 12))) + t.Dim.Render(" (d) ")
+	}
+	const words = len("runs train on  (d) ") + 1
+	if room := p.w - ansi.StringWidth(title) - words; room >= min(len(l), 24) {
+		return withRight(title, dev(room), p.w)
+	}
+	title = t.Title.Render(" mkbench ") + t.Dim.Render("pick a preset")
+	return withRight(title, dev(p.w-ansi.StringWidth(title)-words), p.w)
+}
+
 // ShortHelp is the footer.
 func (p *picker) ShortHelp() []key.Binding {
 	k := p.keys
-	return []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Runs, "runs"), short(k.Sweep, "sweep"), short(k.Filter, "filter"), k.Help, short(k.Quit, "quit")}
+	bs := []key.Binding{short(k.Start, "train"), short(k.Experiments, "experiments"), short(k.Runs, "runs"), short(k.Sweep, "sweep")}
+	if p.dev.chooser != nil {
+		bs = append(bs, short(k.Device, "device"))
+	}
+	return append(bs, short(k.Filter, "filter"), k.Help, short(k.Quit, "quit"))
 }
 
 func (p *picker) FullHelp() [][]key.Binding { return fullHelp(p.HelpGroups()) }
 
 func (p *picker) HelpGroups() []helpGroup {
 	k := p.keys
-	return []helpGroup{{"Presets", append([]key.Binding{k.Start, k.Experiments, k.Runs, k.Sweep, k.Filter}, append(k.List.bindings(), k.Help, k.Quit)...)}}
+	keys := []key.Binding{k.Start, k.Experiments, k.Runs, k.Sweep}
+	if p.dev.chooser != nil {
+		keys = append(keys, k.Device)
+	}
+	return []helpGroup{{"Presets", append(append(keys, k.Filter), append(k.List.bindings(), k.Help, k.Quit)...)}}
 }
 
 // modelSummary is a shipped model's line: what it was trained as, how

@@ -138,7 +138,7 @@ func (s *runsScreen) scan() tea.Cmd {
 
 // readChunk reads the runs from start on, runsChunk of them.
 func (s *runsScreen) readChunk(start int) tea.Cmd {
-	gen := s.gen
+	gen, root := s.gen, s.root
 	entries := make([]runs.Entry, 0, runsChunk)
 	for i := start; i < min(start+runsChunk, len(s.all)); i++ {
 		entries = append(entries, s.all[i].Entry)
@@ -149,6 +149,7 @@ func (s *runsScreen) readChunk(start int) tea.Cmd {
 		for i, e := range entries {
 			rs[i] = runs.Read(e, now)
 		}
+		runs.UnitDevices(root, rs)
 		return runsReadMsg{gen, start, rs}
 	}
 }

@@ -2,9 +2,11 @@ package ui
 
 import (
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 
 	"github.com/charmbracelet/bubbles/key"
 
@@ -102,13 +104,16 @@ func (s *runsScreen) subHeader() string {
 // tableRows is the table's height on this screen, its header included.
 func (s *runsScreen) tableRows() int { return max(s.h-5, 3) }
 
-// runsColumns are the table's columns, most useful first: those that do
-// not fit a narrow terminal go from the end of this list.
-var runsColumns = []struct {
+// runsColumn is a column of the runs table.
+type runsColumn struct {
 	name  string
 	width int
 	cell  func(r runs.Run, now time.Time) string
-}{
+}
+
+// runsColumns are the table's columns, most useful first: those that do
+// not fit a narrow terminal go from the end of this list.
+var runsColumns = []runsColumn{
 	{"state", 11, func(r runs.Run, _ time.Time) string { return r.State }},
 	{"metric", 17, func(r runs.Run, _ time.Time) string { return runs.MetricText(r) }},
 	{"iters", 13, func(r runs.Run, _ time.Time) string { return fmt.Sprintf("%s/%s", count(r.Iter), count(r.Iters)) }},
@@ -117,10 +122,12 @@ var runsColumns = []struct {
 	{"time", 6, func(r runs.Run, _ time.Time) string { return runs.Duration(r.TrainSeconds) }},
 	{"variant", 10, func(r runs.Run, _ time.Time) string { return r.Variant }},
 	{"seed", 4, func(r runs.Run, _ time.Time) string { return fmt.Sprint(r.Seed) }},
+	{"device", 18, func(r runs.Run, _ time.Time) string { return runs.DeviceText(r.Device) }},
 }
 
-// runsOrder is the columns' order on the screen (the sort keys' order).
-var runsOrder = []string{"preset", "variant", "seed", "iters", "state", "metric", "time", "age"}
+// runsOrder is the columns' order on the screen (the sort keys' order;
+// the device is none).
+var runsOrder = []string{"preset", "variant", "seed", "iters", "state", "metric", "time", "device", "age"}
 
 // table draws the rows from the one that keeps the cursor in sight: h
 // lines of w columns.
@@ -129,10 +136,16 @@ func (s *runsScreen) table(w, h int) string {
 	now := time.Now()
 	// The run column takes what the others leave, at least 18; columns go
 	// until it has that.
-	cols := len(runsColumns)
+	// The device column shows when a run is on another device than the
+	// CPU: a column of "cpu" tells nothing.
+	columns := runsColumns
+	if !slices.ContainsFunc(s.all, func(r runs.Run) bool { return r.Device != "" && r.Device != engine.CPU }) {
+		columns = slices.DeleteFunc(slices.Clone(columns), func(c runsColumn) bool { return c.name == "device" })
+	}
+	cols := len(columns)
 	fixed := func(n int) int {
 		f := 3
-		for _, c := range runsColumns[:n] {
+		for _, c := range columns[:n] {
 			f += c.width + 1
 		}
 		return f
@@ -141,7 +154,7 @@ func (s *runsScreen) table(w, h int) string {
 		cols--
 	}
 	shown := map[string]bool{}
-	for _, c := range runsColumns[:cols] {
+	for _, c := range columns[:cols] {
 		shown[c.name] = true
 	}
 	runW := max(w-fixed(cols), 8)

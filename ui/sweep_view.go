@@ -9,6 +9,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments"
+	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/experiments/sweep"
 	"github.com/mkbench/mkbench/internal/runstate"
 )
@@ -100,12 +101,14 @@ func (s *sweepScreen) header() string {
 func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w, h int) string {
 	units := st.Units
 	idxW, nameW, itW := len(fmt.Sprint(max(len(units)-1, 0))), 4, 10
-	hasVal, hasErr := false, false
+	hasVal, hasErr, hasDev := false, false, false
 	for _, u := range units {
 		nameW, itW = max(nameW, len(u.Name)), max(itW, len(iterText(u)))
 		hasVal, hasErr = hasVal || u.Val != nil, hasErr || u.Error != ""
+		// A column of "cpu" tells nothing: it shows for another device.
+		hasDev = hasDev || onDevice(u) != ""
 	}
-	const stateW, lossW, valW, resW, slurmW, barW, errMin = 8, 8, 6, 15, 18, 10, 16
+	const stateW, lossW, valW, resW, slurmW, barW, errMin, devW = 8, 8, 6, 15, 18, 10, 16, 18
 	fixed := 3 + idxW + 1 + 1 + stateW + 1 + itW + 1 + lossW + 1 + resW
 	nameW = min(nameW, max(12, w-fixed))
 	rest := w - fixed - nameW
@@ -116,6 +119,7 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w
 		}
 		return false
 	}
+	showDev := use(hasDev, devW)
 	showSlurm, showVal, showBar := use(len(st.Jobs) > 0, slurmW), use(hasVal, valW), use(true, barW)
 	showErr := use(hasErr, errMin)
 	errW := errMin + max(rest, 0)
@@ -129,6 +133,9 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w
 		hdr += " " + pad("val", valW)
 	}
 	hdr += " " + pad("result", resW)
+	if showDev {
+		hdr += " " + pad("device", devW)
+	}
 	if showSlurm {
 		hdr += " " + pad("slurm", slurmW)
 	}
@@ -183,6 +190,13 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w
 			l += " " + pad(v, valW)
 		}
 		l += " " + pad(evalText(u.Eval, false), resW)
+		if showDev {
+			d := runs.DeviceText(u.DeviceText())
+			if d == "–" {
+				d = "cpu" // not recorded: $MKBENCH_DEVICE's, as before devices
+			}
+			l += " " + pad(d, devW)
+		}
 		if showSlurm {
 			l += " " + pad(strings.TrimSpace(u.Slurm+" "+u.Node), slurmW)
 		}
@@ -192,6 +206,20 @@ func unitTable(t Theme, st sweep.Status, marks map[int]int, cursor listCursor, w
 		lines = append(lines, l)
 	}
 	return block(strings.Join(lines, "\n"), w, h)
+}
+
+// onDevice is "on DEVICE" for a unit on another device than the CPU
+// (where it ran once finished, else where its worker was asked to run),
+// "" on the CPU.
+func onDevice(u sweep.UnitStatus) string {
+	d := u.DeviceText()
+	if d == "" || d == engine.CPU {
+		return ""
+	}
+	if u.Ran != "" {
+		return "ran on " + d
+	}
+	return "on " + d
 }
 
 // detail is the line on the unit under the cursor: where it runs or why
@@ -214,6 +242,9 @@ func (s *sweepScreen) detail() string {
 			o += " (job " + u.Owner.Job + ")"
 		}
 		parts = append(parts, o)
+	}
+	if d := onDevice(u); d != "" {
+		parts = append(parts, d)
 	}
 	if u.Slurm != "" {
 		parts = append(parts, "slurm "+strings.TrimSpace(u.Slurm+" "+u.Node))

@@ -6,8 +6,10 @@
 // a stable name, which ParseFile checks is a directory name of its own
 // that a file system takes (UnitName, MaxUnitName). A sweep directory
 // holds sweep.json (the Manifest: every unit's settings, so a worker on
-// any node needs nothing else) and one ordinary run directory per unit
-// under units/.
+// any node needs nothing else, the device each unit runs on included:
+// the file's device:, which is no setting and so in no config.json) and
+// one ordinary run directory per unit under units/. On Slurm a unit on a
+// device asks for a GPU (--gres; Slurm.Gres).
 //
 // A Worker runs one unit: it takes the unit directory's lock (waiting for
 // a live owner, taking a dead one's over), then trains it, resumes its
