@@ -53,7 +53,12 @@
 // with the CPU's bnState code. A FlowKernel made from such a pool runs its
 // passes there too (flow_dev.go, cl/flow.cl): all tasks side by side in
 // CLBlast products, each task's weight gradients summed in task order.
-// Weights go up and gradients come down once a pass; activations stay on
+// Weights go up and gradients come down once a pass, unless a
+// ConvResident (conv_resident_dev.go, cl/adam.cl) holds a conv network's
+// parameters: its ops then read the float32 weights it packs from its
+// masters and leave their weight gradients on the device for its
+// fixed-order square norm and its Adam kernel (vecmath.Adam's order of
+// operations: with double masters, the host's bits). Activations stay on
 // the device. Results agree with the CPU within tolerances (the device
 // sums in another order) and are the same bytes run after run on one
 // device: every reduction has a fixed order, none uses atomics.
