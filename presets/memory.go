@@ -3,6 +3,7 @@ package presets
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -46,18 +47,28 @@ var memSizes = []memSize{
 	{"eval_tasks", 1, func(c *engine.Config) *int { return &c.EvalTasks }},
 	{"val_tasks", 1, func(c *engine.Config) *int { return &c.ValTasks }},
 	{"image height", 1, func(c *engine.Config) *int {
-		if c.Conv == nil {
-			return nil
+		switch {
+		case c.Conv != nil:
+			return &c.Conv.Height
+		case c.ResNet != nil:
+			return &c.ResNet.Height
 		}
-		return &c.Conv.Height
+		return nil
 	}},
 	{"image width", 1, func(c *engine.Config) *int {
-		if c.Conv == nil {
-			return nil
+		switch {
+		case c.Conv != nil:
+			return &c.Conv.Width
+		case c.ResNet != nil:
+			return &c.ResNet.Width
 		}
-		return &c.Conv.Width
+		return nil
 	}},
 }
+
+// deviceMemory is the device the models built now use and its memory
+// (engine.DeviceMemory); tests put a small fake device in its place.
+var deviceMemory = engine.DeviceMemory
 
 // CheckMemory refuses cfg when est says it needs more memory than the
 // machine has available (engine.MachineMemory), in one line with both
@@ -65,16 +76,47 @@ var memSizes = []memSize{
 // largest value that fits, most oversized first. labels renames the sizes
 // a command shows (eval's --way); nil shows them as settings. Where the
 // machine's memory cannot be read nothing is refused.
+//
+// With a device in use (engine.UseDevice), cfg is refused in the same way
+// when the backbone's share (engine.Config.DeviceMemoryEstimate, or
+// EvalDeviceMemoryEstimate when est is the evaluation's) is more than the
+// device's memory, naming the device: a run too large for the GPU stops
+// here, not at its first pass or in the driver's out-of-memory error.
 func CheckMemory(name, family string, cfg engine.Config, est func(engine.Config, int, int) uint64, labels map[string]string) error {
-	avail := engine.MachineMemory()
 	need := func(c engine.Config) uint64 {
 		in, out := Dims(family, c)
 		return est(c, in, out) + DataBytes(family, c)
 	}
-	total := need(cfg)
-	if avail == 0 || total <= avail {
+	if avail := engine.MachineMemory(); avail > 0 {
+		if total := need(cfg); total > avail {
+			return refuseMemory(cfg, need, avail, labels, fmt.Sprintf("%s needs about %s of memory, more than the %s this machine has available",
+				name, formatBytes(total), formatBytes(avail)), "bases, meta_batch, shot, query, eval_query")
+		}
+	}
+	label, avail, ok := deviceMemory()
+	if !ok || avail == 0 {
 		return nil
 	}
+	devEst := engine.Config.DeviceMemoryEstimate
+	if reflect.ValueOf(est).Pointer() == reflect.ValueOf(engine.Config.EvalMemoryEstimate).Pointer() {
+		devEst = engine.Config.EvalDeviceMemoryEstimate
+	}
+	devNeed := func(c engine.Config) uint64 {
+		in, out := Dims(family, c)
+		return devEst(c, in, out)
+	}
+	if total := devNeed(cfg); total > avail {
+		return refuseMemory(cfg, devNeed, avail, labels, fmt.Sprintf("%s needs about %s of device memory, more than the %s of %s",
+			name, formatBytes(total), formatBytes(avail), label), "meta_batch, shot, query, eval_query, image size; or run on the CPU with --device cpu")
+	}
+	return nil
+}
+
+// refuseMemory is the refusal msg of cfg, which needs more than avail by
+// need, with, for each size that alone can bring it down far enough, the
+// largest value that fits, most oversized first; or, where none can,
+// which to reduce (several).
+func refuseMemory(cfg engine.Config, need func(engine.Config) uint64, avail uint64, labels map[string]string, msg, several string) error {
 	type fit struct {
 		text  string
 		ratio float64
@@ -109,9 +151,8 @@ func CheckMemory(name, family string, cfg engine.Config, est func(engine.Config,
 		}
 	}
 	sort.SliceStable(fits, func(i, j int) bool { return fits[i].ratio > fits[j].ratio })
-	msg := fmt.Sprintf("%s needs about %s of memory, more than the %s this machine has available", name, formatBytes(total), formatBytes(avail))
 	if len(fits) == 0 {
-		return errors.New(msg + "; no one size brought down is enough: reduce several (bases, meta_batch, shot, query, eval_query)")
+		return errors.New(msg + "; no one size brought down is enough: reduce several (" + several + ")")
 	}
 	parts := make([]string, len(fits))
 	for i, f := range fits {
@@ -120,11 +161,16 @@ func CheckMemory(name, family string, cfg engine.Config, est func(engine.Config,
 	return fmt.Errorf("%s; the largest that fit, one size at a time: %s", msg, strings.Join(parts, ", "))
 }
 
-// cloneConfig copies c deeply: its Conv and EmbedHidden are its own.
+// cloneConfig copies c deeply: its Conv, ResNet and EmbedHidden are its
+// own.
 func cloneConfig(c engine.Config) engine.Config {
 	if c.Conv != nil {
 		conv := *c.Conv
 		c.Conv = &conv
+	}
+	if c.ResNet != nil {
+		res := *c.ResNet
+		c.ResNet = &res
 	}
 	c.EmbedHidden = slices.Clone(c.EmbedHidden)
 	return c
