@@ -233,9 +233,9 @@ func TestDeviceMemoryEstimateMatchesMeasured(t *testing.T) {
 // reuse the device arena's buffers: after the first 20 episodes (by then
 // the largest shape of varyBlobs' draw from cfg.Seed has run) no episode
 // allocates on the device, and its peak stays within the estimate. The
-// backbone's parameters are not resident here: ConvResident keeps each
-// attached core's gradient sums in a buffer of the core's own, one more
-// allocation a training graph (see the report on issue 44).
+// backbone's parameters are not resident here: ops.ConvResident keeps
+// each attached core's gradient sums in a buffer of the core's own, so a
+// new training graph still makes one.
 func TestDeviceMemoryVaryingEpisodes(t *testing.T) {
 	dev := testDeviceInUse(t)
 	cfg := varyConfig("vrf+ctx")
