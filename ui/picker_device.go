@@ -3,6 +3,8 @@ package ui
 import (
 	"fmt"
 	"slices"
+
+	"github.com/mkbench/mkbench/experiments/runs"
 )
 
 // DeviceChooser chooses where the runs the workbench starts run their
@@ -50,7 +52,7 @@ func (d *deviceState) cycle(busy busyFunc) {
 	}
 	d.note, d.err = "", false
 	if what := busy(); what != "" {
-		_, label := d.chooser.Current()
+		label := runs.DeviceText(d.label())
 		d.note, d.err = fmt.Sprintf("the device cannot change now: %s training on %s (their models are built there); it can once they have ended", what, label), true
 		return
 	}
@@ -72,8 +74,7 @@ func (d *deviceState) cycle(busy busyFunc) {
 	_, note, err := d.chooser.Use(next.Value)
 	if err != nil {
 		// The cursor stays on the refused choice, so d goes on to the next.
-		_, label := d.chooser.Current()
-		d.note, d.err = fmt.Sprintf("%s; the runs stay on %s", firstLine(err.Error()), label), true
+		d.note, d.err = fmt.Sprintf("%s; the runs stay on %s", firstLine(err.Error()), runs.DeviceText(d.label())), true
 		return
 	}
 	d.note = note
