@@ -278,16 +278,18 @@ func pooled(s *ConvSpec, n int) int {
 // memDevMargin covers what the device holds beyond our buffers (CLBlast's
 // padded copies of a product's operands, the driver's rounding), and
 // memDevBase the context, the compiled programs and CLBlast's kernels.
-// The flows on the device are not counted here yet.
+// The coupling flows run on the device too: each graph's flow kernel keeps
+// its own buffers for its T tasks of D bases (ops.FlowDeviceBytes), the
+// task stages', the evaluation's and the display's.
 const (
 	memDevBase   = 64 << 20
 	memDevMargin = 1.25
 )
 
 // DeviceMemoryEstimate is the device memory in bytes a training run of c
-// (evaluation and validation included) needs when its image backbone runs
-// on an OpenCL device; 0 for a model without one (its memory stays on the
-// host). It saturates at math.MaxUint64.
+// (evaluation and validation included) needs with an OpenCL device in
+// use; 0 for a model with nothing on the device (no image backbone, no
+// flow). It saturates at math.MaxUint64.
 func (c Config) DeviceMemoryEstimate(inDim, outDim int) uint64 {
 	return c.deviceBytes(true)
 }
@@ -306,9 +308,25 @@ func (c Config) deviceBytes(train bool) uint64 {
 	return saturate(memDevBase + memDevMargin*b)
 }
 
-// deviceBuffers is what the backbone's buffers hold on the device at a
-// run's peak (no margin, no base); false when c has no image backbone.
+// deviceBuffers is what the backbone's and the flows' buffers hold on the
+// device at a run's peak (no margin, no base); false when c runs nothing
+// there.
 func (c Config) deviceBuffers(train bool) (float64, bool) {
+	f := func(v int) float64 { return float64(v) }
+	var flows float64
+	flowing := c.Kernel == KernelVRF && c.FlowLayers > 0
+	if flowing {
+		spec := flowSpec(c)
+		flow := func(T int) float64 { return ops.FlowDeviceBytes(spec, T, c.Bases) }
+		flows = flow(c.MetaBatch) // the evaluation's
+		if train {
+			flows += flow(1) // the display's
+			stages := min(taskStages, max(c.MetaBatch, 1))
+			for r := range stages {
+				flows += flow((r+1)*c.MetaBatch/stages - r*c.MetaBatch/stages)
+			}
+		}
+	}
 	var pass func(images int) float64
 	switch {
 	case c.UsesResNet():
@@ -324,9 +342,8 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 		}
 		pass = func(n int) float64 { return ops.ConvDeviceBytes(s, n) }
 	default:
-		return 0, false
+		return flows, flowing
 	}
-	f := func(v int) float64 { return float64(v) }
 	bytes := func(images float64) float64 {
 		if !(images < 1<<40) { // past any device, and past int on the way
 			return math.Inf(1)
@@ -336,7 +353,7 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 	eval := f(c.MetaBatch) * (f(c.SupportPoints())*f(c.EvalShifts()) + f(c.EvalQuery)*f(max(c.Way, 1)))
 	largest := max(eval, f(c.SupportPoints())+100) // the display's one task
 	if !train {
-		return bytes(largest), true
+		return flows + bytes(largest), true
 	}
 	ns, nq := f(c.SupportPoints()), f(c.QueryPoints())
 	if c.Classify() && !c.Varying {
@@ -355,7 +372,7 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 		// seeded-summary pass's gradient sums in float32.
 		b += 4*8*n + 4*2*n + 2*f(stages)*4*n
 	}
-	return b, true
+	return flows + b, true
 }
 
 // DeviceMemory is the device the models built now run their backbones on

@@ -185,47 +185,53 @@ func testDeviceInUse(t *testing.T) *opencl.Device {
 }
 
 // The device estimate is what a run holds there, within a stated factor:
-// a Conv model trained on the device (two task stages with context, Adam
-// with resident parameters) and evaluated peaks at no more than the
-// estimate's buffers and at least half of them.
+// a Conv model trained on the device (two task stages, Adam with resident
+// parameters; with context, and with flows) and evaluated peaks at no
+// more than the estimate's buffers and at least half of them.
 func TestDeviceMemoryEstimateMatchesMeasured(t *testing.T) {
-	dev := testDeviceInUse(t)
-	cfg := classConfig("vrf+ctx", 0.9)
-	cfg.Conv = &ConvSpec{Channels: 1, Height: 14, Width: 14, Blocks: 3, Filters: 8, Keep: 0.9}
-	cfg.MetaBatch, cfg.EvalQuery, cfg.EvalTasks = 4, 5, 8
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
+	for _, variant := range []string{"vrf+ctx", "metakernel"} {
+		t.Run(variant, func(t *testing.T) {
+			dev := testDeviceInUse(t)
+			cfg := classConfig(variant, 0.9)
+			cfg.Conv = &ConvSpec{Channels: 1, Height: 14, Width: 14, Blocks: 3, Filters: 8, Keep: 0.9}
+			cfg.MetaBatch, cfg.EvalQuery, cfg.EvalTasks = 4, 5, 8
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			src := blobs{way: 3, side: 14}
+			m, err := NewModel(cfg, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			opt := NewOptimizer(cfg, m.Params.List)
+			var grads [][]float64
+			for i := range 4 {
+				if _, err := m.trainStep(i, opt, &grads); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			peak := float64(dev.MemStats().Peak)
+			est, ok := cfg.deviceBuffers(true)
+			in, out := src.InDim(), src.OutDim()
+			t.Logf("device buffers at their peak: %.0f bytes; estimated %.0f (%.2f×); DeviceMemoryEstimate %d, EvalDeviceMemoryEstimate %d",
+				peak, est, est/peak, cfg.DeviceMemoryEstimate(in, out), cfg.EvalDeviceMemoryEstimate(in, out))
+			if !ok || !(peak <= est && est <= 2*peak) {
+				t.Fatalf("the device held %.0f bytes at its peak, the estimate's buffers are %.0f: want between 1× and 2× of it", peak, est)
+			}
+			if cfg.EvalDeviceMemoryEstimate(in, out) >= cfg.DeviceMemoryEstimate(in, out) {
+				t.Error("evaluating needs as much of the device as training")
+			}
+		})
 	}
-	src := blobs{way: 3, side: 14}
-	m, err := NewModel(cfg, src)
-	if err != nil {
-		t.Fatal(err)
+	if mlp := sineConfig("vrf"); mlp.DeviceMemoryEstimate(1, 1) != 0 {
+		t.Error("a model with nothing on the device has a device estimate")
 	}
-	defer m.Close()
-	opt := NewOptimizer(cfg, m.Params.List)
-	var grads [][]float64
-	for i := range 4 {
-		if _, err := m.trainStep(i, opt, &grads); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := m.Evaluate(cfg.EvalTasks, cfg.EvalQuery, 1, 1); err != nil {
-		t.Fatal(err)
-	}
-	peak := float64(dev.MemStats().Peak)
-	est, ok := cfg.deviceBuffers(true)
-	in, out := src.InDim(), src.OutDim()
-	t.Logf("device buffers at their peak: %.0f bytes; estimated %.0f (%.2f×); DeviceMemoryEstimate %d, EvalDeviceMemoryEstimate %d",
-		peak, est, est/peak, cfg.DeviceMemoryEstimate(in, out), cfg.EvalDeviceMemoryEstimate(in, out))
-	if !ok || !(peak <= est && est <= 2*peak) {
-		t.Fatalf("the device held %.0f bytes at its peak, the estimate's buffers are %.0f: want between 1× and 2× of it", peak, est)
-	}
-	if cfg.EvalDeviceMemoryEstimate(in, out) >= cfg.DeviceMemoryEstimate(in, out) {
-		t.Error("evaluating needs as much of the device as training")
-	}
-	mlp := sineConfig("vrf")
-	if mlp.DeviceMemoryEstimate(1, 1) != 0 {
-		t.Error("a model without an image backbone has a device estimate")
+	if flows := sineConfig("metakernel"); flows.DeviceMemoryEstimate(1, 1) == 0 {
+		t.Error("a sine model's flows on the device are not counted")
 	}
 }
 
