@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +154,36 @@ func TestSweepStatusAndRunsShowDevice(t *testing.T) {
 	}
 	if r := strings.Fields(row(m.Units[1].Name)); len(r) < 2 || r[len(r)-2] != "opencl" {
 		t.Errorf("runs row of the waiting unit: %q\n%s", row(m.Units[1].Name), so)
+	}
+}
+
+// On a real cluster without GPUs (the test cluster defines no gres), a
+// sweep on a device asks for one and sbatch refuses it in its own words,
+// with what to change; nothing is submitted. Resumed with --device cpu it
+// asks for none and finishes there.
+func TestSlurmDeviceSweepAsksForGPU(t *testing.T) {
+	needSlurm(t)
+	t.Setenv(deviceEnv, "")
+	home, _ := os.UserHomeDir()
+	dir := filepath.Join(home, fmt.Sprintf("mkbench-test-gres-%d", os.Getpid()))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	file := writeSweepFile(t, "presets: [sine-5shot]\nvariants: [rbf]\nseeds: [1]\niters: 10\neval_tasks: 5\ndevice: opencl\nslurm:\n  time: \"00:05:00\"\n")
+	_, se, code := mkbench(t, "sweep", "run", file, "--engine", "slurm", "--out", dir)
+	oneLine(t, "sweep run on a device", se)
+	if code != 1 || !strings.Contains(se, "gres") || !strings.Contains(se, "units on a device ask for --gres=gpu:1") || !strings.Contains(se, "--device cpu") {
+		t.Fatalf("a GPU asked of a cluster without one: exit %d, %q", code, se)
+	}
+	if _, err := os.Stat(filepath.Join(dir, sweep.FileJobs)); err == nil {
+		t.Error("a refused submission was recorded in jobs.jsonl")
+	}
+	so, se, code := mkbench(t, "sweep", "resume", dir, "--engine", "slurm", "--device", "cpu", "--wait", "--quiet")
+	if code != 0 {
+		t.Fatalf("resume --device cpu: exit %d\n%s%s", code, so, se)
+	}
+	if s := string(testutil.ReadFile(t, filepath.Join(dir, sweep.FileScript))); strings.Contains(s, "--gres") {
+		t.Errorf("a CPU unit asked for a GPU:\n%s", s)
+	}
+	if st := sweepStatus(t, dir); st.Units[0].Ran != "cpu" || st.Units[0].Device != "cpu" {
+		t.Errorf("the unit: asked for %q, ran on %q", st.Units[0].Device, st.Units[0].Ran)
 	}
 }

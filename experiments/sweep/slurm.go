@@ -175,6 +175,12 @@ func Submit(ctx context.Context, dir string, indices []int) (Submission, error) 
 	}
 	out, err := slurmCmd(ctx, "sbatch", "--parsable", path)
 	if err != nil {
+		// A cluster without GPUs, or one that names them otherwise,
+		// refuses the request in its own words: say what to change.
+		if g := gres(m, indices); g != "" && strings.Contains(strings.ToLower(err.Error()), "gres") {
+			return Submission{}, fmt.Errorf("sweep: submitting %s: %w (units on a device ask for --gres=%s: give the cluster's name for a GPU as slurm: {gres: ...} in the sweep file, or run them on the CPU with --device cpu)",
+				path, err, g)
+		}
 		return Submission{}, fmt.Errorf("sweep: submitting %s: %w", path, err)
 	}
 	// --parsable prints "jobid" or "jobid;cluster".
