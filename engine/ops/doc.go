@@ -59,7 +59,11 @@
 // masters and leave their weight gradients on the device for its
 // fixed-order square norm and its Adam kernel (vecmath.Adam's order of
 // operations: with double masters, the host's bits). Activations stay on
-// the device. Results agree with the CPU within tolerances (the device
+// the device, in slots of the pool's device arena (device_arena.go), held
+// from Forward to the end of Backward and grown, never shrunk, so graphs
+// of new shapes (Meta-Dataset's varying episodes) reuse them; device_mem.go
+// gives a pass's bytes for the engine's memory estimate. Results agree
+// with the CPU within tolerances (the device
 // sums in another order) and are the same bytes run after run on one
 // device: every reduction has a fixed order, none uses atomics.
 package ops
