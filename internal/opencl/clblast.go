@@ -1,6 +1,17 @@
 package opencl
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
+
+// blastMu makes CLBlast's calls one at a time in the process. CLBlast
+// compiles and caches a kernel on a variant's first use, and two first
+// uses at once (the staged step's two task stages) were seen to fail
+// inside it (std::bad_alloc, CLBlastUnexpectedError) under the race
+// detector. A call only queues the product, so holding the lock costs
+// microseconds once the cache is warm.
+var blastMu sync.Mutex
 
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C on d's queue with CLBlast,
 // row-major: op(A) is m×k, op(B) k×n, C m×n; op(X) is X transposed when
@@ -14,6 +25,8 @@ func (d *Device) Sgemm(transA, transB bool, m, n, k int, alpha float32,
 	if err := d.gemmArgs(a, b, c, m, n, k, 1, offA, lda, offB, ldb, offC, ldc); err != nil {
 		return err
 	}
+	blastMu.Lock()
+	defer blastMu.Unlock()
 	st := blast.sgemm(clblastRowMaj, trans(transA), trans(transB), uintptr(m), uintptr(n), uintptr(k), alpha,
 		a.h, uintptr(offA), uintptr(lda), b.h, uintptr(offB), uintptr(ldb), beta,
 		c.h, uintptr(offC), uintptr(ldc), &d.queue, nil)
@@ -32,6 +45,8 @@ func (d *Device) SgemmStridedBatched(transA, transB bool, m, n, k int, alpha flo
 	if err := d.gemmArgs(a, b, c, m, n, k, batch, offA, lda, offB, ldb, offC, ldc, strideA, strideB, strideC); err != nil {
 		return err
 	}
+	blastMu.Lock()
+	defer blastMu.Unlock()
 	st := blast.sgemmStridedBatched(clblastRowMaj, trans(transA), trans(transB), uintptr(m), uintptr(n), uintptr(k), alpha,
 		a.h, uintptr(offA), uintptr(lda), uintptr(strideA), b.h, uintptr(offB), uintptr(ldb), uintptr(strideB), beta,
 		c.h, uintptr(offC), uintptr(ldc), uintptr(strideC), uintptr(batch), &d.queue, nil)
