@@ -10,6 +10,7 @@ import (
 
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/experiments/sweep"
+	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/testutil"
 )
 
@@ -185,5 +186,55 @@ func TestSlurmDeviceSweepAsksForGPU(t *testing.T) {
 	}
 	if st := sweepStatus(t, dir); st.Units[0].Ran != "cpu" || st.Units[0].Device != "cpu" {
 		t.Errorf("the unit: asked for %q, ran on %q", st.Units[0].Device, st.Units[0].Ran)
+	}
+}
+
+// An experiment's training runs are units of a sweep: they record the
+// experiment's device as a sweep's units do (so its workers run there and,
+// on Slurm, ask for a GPU), and a resume with another --device records
+// that one.
+func TestExperimentUnitsRecordDevice(t *testing.T) {
+	t.Setenv(deviceEnv, "")
+	sel, err := opencl.ParseSelection("opencl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _, err := opencl.Open(sel)
+	if err != nil {
+		testutil.OpenCL(t, err)
+	}
+	dev.Close()
+	dir := filepath.Join(t.TempDir(), "exp")
+	devices := func() []string {
+		t.Helper()
+		m, err := sweep.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds []string
+		for _, u := range m.Units {
+			ds = append(ds, u.Device)
+		}
+		return ds
+	}
+	so, se, code := mkbench(t, "experiment", "ablation", "--preset", "sine-5shot", "--variants", "rbf", "--seeds", "1",
+		"--iters", "3", "--eval-tasks", "5", "--engine", "local", "--jobs", "1", "--wait", "--quiet", "--device", "opencl", "--out", dir)
+	if code != 0 {
+		t.Fatalf("experiment --device opencl: exit %d\n%s%s", code, so, se)
+	}
+	if ds := devices(); len(ds) != 1 || ds[0] != "opencl" {
+		t.Fatalf("units on %q, want [opencl]", ds)
+	}
+	if so, se, code = mkbench(t, "experiment", "--resume", dir, "--device", "cpu", "--quiet"); code != 0 {
+		t.Fatalf("experiment --resume --device cpu: exit %d\n%s%s", code, so, se)
+	}
+	if ds := devices(); ds[0] != "cpu" {
+		t.Errorf("after a resume with --device cpu, units on %q", ds)
+	}
+	if so, se, code = mkbench(t, "experiment", "--resume", dir, "--quiet"); code != 0 {
+		t.Fatalf("experiment --resume: exit %d\n%s%s", code, so, se)
+	}
+	if ds := devices(); ds[0] != "cpu" {
+		t.Errorf("a resume without --device changed the units' device to %q", ds)
 	}
 }

@@ -248,7 +248,7 @@ func (e experimentOpts) run(stdout, stderr io.Writer) int {
 	// to that engine first; the Runner then finds them finished and
 	// evaluates and draws as always. Without, the Runner trains them here
 	// one after another.
-	if code, ok := experimentSweep(r, e.engine, e.slurmFile, stderr); !ok {
+	if code, ok := experimentSweep(r, e.engine, e.slurmFile, e.device.String(), e.deviceGiven, stderr); !ok {
 		return code
 	}
 	if e.engine != "" {
@@ -362,7 +362,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 // experimentSweep writes the sweep manifest of r's experiment: its
 // training runs as units, for engineName ("" is local). A versatility
 // experiment of a given --run has none and gets no manifest.
-func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr io.Writer) (int, bool) {
+func experimentSweep(r *experiments.Runner, engineName, slurmFile, device string, deviceGiven bool, stderr io.Writer) (int, bool) {
 	runs, err := r.TrainingRuns()
 	if err != nil {
 		return fail(stderr, err), false
@@ -378,6 +378,10 @@ func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr
 	}
 	m := sweep.Manifest{File: sweep.File{Presets: []string{r.Options.Preset}}, Units: sweep.ExperimentUnits(runs),
 		Data: runfile.AbsOrEmpty(r.Options.Data), Engine: engineName, Experiment: r.Options.Experiment}
+	// The units record the device, as a sweep's do, so that its workers
+	// run there and, on Slurm, ask for a GPU; a resume keeps the recorded
+	// one unless --device names another.
+	sweep.WithDevice(m.Units, device)
 	if slurmFile != "" {
 		data, err := runfile.ReadBounded(slurmFile, runfile.MaxUserText)
 		if err != nil {
@@ -395,6 +399,11 @@ func experimentSweep(r *experiments.Runner, engineName, slurmFile string, stderr
 	}
 	if err := sweep.Create(r.Dir, m, nil); err != nil {
 		return fail(stderr, err), false
+	}
+	if deviceGiven {
+		if err := sweep.SetDevice(r.Dir, device); err != nil {
+			return fail(stderr, err), false
+		}
 	}
 	return 0, true
 }
