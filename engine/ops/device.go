@@ -11,7 +11,7 @@ import (
 // SetDevice makes the kernels created from now on by ops of this pool run
 // the image backbones (ConvKernel, ResNetKernel) on dev; nil keeps them on
 // the CPU. Call it before the model's first graph is built: a kernel
-// chooses where it runs when it is created. Only the backbones move; every
+// chooses where it runs when it is created. Only these move; every
 // other op, the graphs, the gradients' float64 values and the optimizer
 // stay where they are, so a model's parameters, checkpoints and config do
 // not depend on the device (its numbers do: a device sums in another
