@@ -2,10 +2,10 @@ package ops
 
 import (
 	"runtime"
-
-	"github.com/mkbench/mkbench/internal/opencl"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mkbench/mkbench/internal/opencl"
 )
 
 // Pool is the parallelism of one model: the one place where the engine
