@@ -3,11 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 
 	"github.com/mkbench/mkbench/experiments/runs"
 	"github.com/mkbench/mkbench/presets"

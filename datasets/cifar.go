@@ -8,12 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // CIFAR-100 geometry: 32×32 RGB, stored per image as the 1,024 red, then

@@ -4,13 +4,14 @@ import (
 	"archive/zip"
 	"encoding/binary"
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // npArray is a numpy array as the .npy, .npz and pickle readers return it:

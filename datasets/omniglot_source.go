@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"crypto/sha256"
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
 	"io/fs"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // maxDrawingBytes bounds what one PNG entry may occupy once inflated. The

@@ -1,8 +1,9 @@
 package presets
 
 import (
-	"github.com/mkbench/mkbench/engine"
 	"strings"
+
+	"github.com/mkbench/mkbench/engine"
 )
 
 // EvaluateModel evaluates checkpoint ck's model, with the config it holds,

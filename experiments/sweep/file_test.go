@@ -3,10 +3,11 @@ package sweep
 import (
 	"errors"
 	"fmt"
-	"github.com/mkbench/mkbench/engine"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/mkbench/mkbench/engine"
 )
 
 const goodFile = `presets: [sine-5shot]          # one or more

@@ -3,8 +3,9 @@ package tfrecord
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
 	"io"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // Span locates one record's data in a file: the record starts at Offset

@@ -6,12 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/mkbench/mkbench/internal/runfile"
 	"hash/crc32"
 	"io"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/mkbench/mkbench/internal/runfile"
 )
 
 // MaxRecordLen is the largest record this package reads or writes. The
