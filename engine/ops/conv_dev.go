@@ -227,30 +227,48 @@ func (d *convDev) setWeights(ws, bs [][]float64) error {
 	return opencl.Write(d.r.w, 0, d.w32)
 }
 
-// convArgs sets a kernel's arguments in order, keeping the first error.
+// convArgs sets a kernel's arguments in order, keeping the first error;
+// each setter returns the convArgs, so a launch reads as one chain. The
+// device kernels (conv, ResNet, flow, the resident parameters) all set
+// their arguments through it: typed setters box nothing, so a pass
+// allocates nothing for them.
 type convArgs struct {
 	k   *opencl.Kernel
 	i   int
 	err error
 }
 
-func (a *convArgs) next(err error) {
+func (a *convArgs) next(err error) *convArgs {
 	if a.err == nil {
 		a.err = err
 	}
 	a.i++
+	return a
 }
 
-func (a *convArgs) buf(b *opencl.Buffer) { a.next(a.k.SetBuffer(a.i, b)) }
-func (a *convArgs) int(v int)            { a.next(a.k.SetInt32(a.i, int32(v))) }
-func (a *convArgs) u64(v uint64)         { a.next(a.k.SetUint64(a.i, v)) }
-func (a *convArgs) f32(v float32)        { a.next(a.k.SetFloat32(a.i, v)) }
+func (a *convArgs) buf(b *opencl.Buffer) *convArgs { return a.next(a.k.SetBuffer(a.i, b)) }
+func (a *convArgs) int(v int) *convArgs            { return a.next(a.k.SetInt32(a.i, int32(v))) }
+func (a *convArgs) u64(v uint64) *convArgs         { return a.next(a.k.SetUint64(a.i, v)) }
+func (a *convArgs) f32(v float32) *convArgs        { return a.next(a.k.SetFloat32(a.i, v)) }
+
+// flag sets a boolean argument as the int 0 or 1 the kernels take.
+func (a *convArgs) flag(v bool) *convArgs { return a.int(convBool(v)) }
 
 func (a *convArgs) launch(global ...int) error {
 	if a.err != nil {
 		return a.err
 	}
 	return a.k.Launch(global, nil)
+}
+
+// groups runs the kernel over n work-items in work-groups of 64, n
+// rounded up (the kernels skip the items past n).
+func (a *convArgs) groups(n int) error {
+	const group = 64
+	if a.err != nil {
+		return a.err
+	}
+	return a.k.Launch([]int{(n + group - 1) / group * group}, []int{group})
 }
 
 // im2col writes the rows of n images of h×w×c at src+off into col.

@@ -145,33 +145,6 @@ func (d *resDev) resize(N int) error {
 	return nil
 }
 
-// launch sets k's arguments (buffers and ints, in order) and runs it over
-// n work-items, in groups of 64.
-func launch(k *opencl.Kernel, n int, args ...any) error {
-	for i, a := range args {
-		var err error
-		switch v := a.(type) {
-		case *opencl.Buffer:
-			err = k.SetBuffer(i, v)
-		case int:
-			err = k.SetInt32(i, int32(v))
-		case bool:
-			var b int32
-			if v {
-				b = 1
-			}
-			err = k.SetInt32(i, b)
-		default:
-			err = fmt.Errorf("resnet device: argument %d of a kernel has type %T", i, a)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	const group = 64
-	return k.Launch([]int{(n + group - 1) / group * group}, []int{group})
-}
-
 func (d *resDev) forward(x []float64, params [][]float64, lay BNLayout, mode BNMode, run []BNStats, out []float64) {
 	d.params = params
 	d.err = d.fwd(x, lay, mode, run, out)
@@ -229,7 +202,7 @@ func (d *resDev) fwd(x []float64, lay BNLayout, mode BNMode, run []BNStats, out 
 		return err
 	}
 	pl := &d.pl
-	if err := launch(d.kn.pool, N*pl.pou, d.pool, d.arg, d.stem, N*pl.pou, pl.h, pl.w, pl.c, pl.ho, pl.wo, pl.pt, pl.pl); err != nil {
+	if err := (&convArgs{k: d.kn.pool}).buf(d.pool).buf(d.arg).buf(d.stem).int(N * pl.pou).int(pl.h).int(pl.w).int(pl.c).int(pl.ho).int(pl.wo).int(pl.pt).int(pl.pl).groups(N * pl.pou); err != nil {
 		return err
 	}
 	for b, bl := range d.blk {
@@ -261,7 +234,7 @@ func (d *resDev) fwd(x []float64, lay BNLayout, mode BNMode, run []BNStats, out 
 	last := d.cv[d.blk[len(d.blk)-1].c2]
 	C, P := last.Out, last.po
 	fin := d.out[len(d.blk)-1]
-	if err := launch(d.kn.sums, N*C, fin, fin, fin, d.s, N*C, P, C, false, false); err != nil {
+	if err := (&convArgs{k: d.kn.sums}).buf(fin).buf(fin).buf(fin).buf(d.s).int(N * C).int(P).int(C).flag(false).flag(false).groups(N * C); err != nil {
 		return err
 	}
 	hs := d.hs[:N*C]
@@ -305,7 +278,7 @@ func (d *resDev) conv(l int, run *BNStats) error {
 func (d *resDev) im2col(l int) error {
 	cv := &d.cv[l]
 	n := d.N * cv.po * cv.kk
-	return launch(d.kn.im2col, n, d.col, d.src[l], n, cv.In, cv.K, cv.Stride, cv.Height, cv.Width, cv.OutHeight, cv.OutWidth, cv.pt, cv.pl)
+	return (&convArgs{k: d.kn.im2col}).buf(d.col).buf(d.src[l]).int(n).int(cv.In).int(cv.K).int(cv.Stride).int(cv.Height).int(cv.Width).int(cv.OutHeight).int(cv.OutWidth).int(cv.pt).int(cv.pl).groups(n)
 }
 
 // sums computes each image's channel sums of a and a·b (a·a when b is a),
@@ -318,7 +291,7 @@ func (d *resDev) sums(l int, a, b, mask *opencl.Buffer, prod bool) error {
 	if !masked {
 		mask = a
 	}
-	if err := launch(d.kn.sums, nc, a, b, mask, d.s, nc, cv.po, cv.Out, prod, masked); err != nil {
+	if err := (&convArgs{k: d.kn.sums}).buf(a).buf(b).buf(mask).buf(d.s).int(nc).int(cv.po).int(cv.Out).flag(prod).flag(masked).groups(nc); err != nil {
 		return err
 	}
 	hs := d.hs[:2*nc]
@@ -341,7 +314,7 @@ func (d *resDev) apply(l int, dst, add *opencl.Buffer, relu bool) error {
 	if !hasAdd {
 		add = dst
 	}
-	return launch(d.kn.apply, n, dst, d.z[l], add, d.cf, o, o+d.bn[l].ne*cv.Out, d.epi, n, cv.po*cv.Out, cv.Out, hasAdd, relu)
+	return (&convArgs{k: d.kn.apply}).buf(dst).buf(d.z[l]).buf(add).buf(d.cf).int(o).int(o + d.bn[l].ne*cv.Out).buf(d.epi).int(n).int(cv.po * cv.Out).int(cv.Out).flag(hasAdd).flag(relu).groups(n)
 }
 
 func (d *resDev) fold(run []BNStats) {

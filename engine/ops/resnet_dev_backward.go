@@ -33,7 +33,7 @@ func (d *resDev) bwd(gOut, gx []float64) error {
 	if err := opencl.Write(d.gf, 0, d.hgf); err != nil {
 		return err
 	}
-	if err := launch(d.kn.bcast, N*P*C, d.gb[0], d.gf, N*P*C, P*C, C); err != nil {
+	if err := (&convArgs{k: d.kn.bcast}).buf(d.gb[0]).buf(d.gf).int(N * P * C).int(P * C).int(C).groups(N * P * C); err != nil {
 		return err
 	}
 	cur := 0
@@ -83,7 +83,7 @@ func (d *resDev) bwd(gOut, gx []float64) error {
 	// The stem: unpool into the stem's buffer (its values are not needed
 	// any more), its batch norm, and the gradient w.r.t. the images.
 	pl := &d.pl
-	if err := launch(d.kn.unpool, N*pl.pin, d.stem, d.gb[cur], d.pool, d.arg, N*pl.pin, pl.h, pl.w, pl.c, pl.ho, pl.wo, pl.pt, pl.pl); err != nil {
+	if err := (&convArgs{k: d.kn.unpool}).buf(d.stem).buf(d.gb[cur]).buf(d.pool).buf(d.arg).int(N * pl.pin).int(pl.h).int(pl.w).int(pl.c).int(pl.ho).int(pl.wo).int(pl.pt).int(pl.pl).groups(N * pl.pin); err != nil {
 		return err
 	}
 	if err := d.gradSums(0, d.stem, nil); err != nil {
@@ -153,7 +153,7 @@ func (d *resDev) gradIn(l int, g, dst *opencl.Buffer, add bool) error {
 	cv := &d.cv[l]
 	rows := d.N * cv.po
 	n, ne, o := rows*cv.Out, d.bn[l].ne*cv.Out, d.cfOff[l]
-	if err := launch(d.kn.grad, n, d.z[l], g, d.cf, o+2*ne, o+3*ne, o+4*ne, d.epi, d.N, n, cv.po*cv.Out, cv.Out); err != nil {
+	if err := (&convArgs{k: d.kn.grad}).buf(d.z[l]).buf(g).buf(d.cf).int(o + 2*ne).int(o + 3*ne).int(o + 4*ne).buf(d.epi).int(d.N).int(n).int(cv.po * cv.Out).int(cv.Out).groups(n); err != nil {
 		return err
 	}
 	if dst == nil {
@@ -170,7 +170,7 @@ func (d *resDev) gradIn(l int, g, dst *opencl.Buffer, add bool) error {
 		return err
 	}
 	m := d.N * cv.p * cv.In
-	return launch(d.kn.col2im, m, dst, d.col, m, cv.In, cv.K, cv.Stride, cv.Height, cv.Width, cv.OutHeight, cv.OutWidth, cv.pt, cv.pl, add)
+	return (&convArgs{k: d.kn.col2im}).buf(dst).buf(d.col).int(m).int(cv.In).int(cv.K).int(cv.Stride).int(cv.Height).int(cv.Width).int(cv.OutHeight).int(cv.OutWidth).int(cv.pt).int(cv.pl).flag(add).groups(m)
 }
 
 // resDevWeightRows is the depth of one product of a weight gradient: the
@@ -216,5 +216,5 @@ func (d *resDev) weightGrad(l int) error {
 			return err
 		}
 	}
-	return launch(d.kn.addParts, wo, d.gw, d.wOff[l], d.part, wo, parts)
+	return (&convArgs{k: d.kn.addParts}).buf(d.gw).int(d.wOff[l]).buf(d.part).int(wo).int(parts).groups(wo)
 }
