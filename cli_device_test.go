@@ -33,7 +33,7 @@ func TestDeviceBadValue(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--preset", "sine-5shot", "--device", "opnecl"}, "", `run: --device "opnecl" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto; did you mean opencl?`},
-		{[]string{"run", "--preset", "sine-5shot", "--device", "gpu"}, "", `run: --device "gpu" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto`},
+		{[]string{"run", "--preset", "sine-5shot", "--device", "gpu"}, "", `run: --device "gpu" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto; for a GPU use opencl (or auto)`},
 		{[]string{"run", "--preset", "sine-5shot", "--device", "opencl:one"}, "", `run: --device "opencl:one": "one" is not a device number`},
 		{[]string{"run", "--preset", "sine-5shot", "--out", runDir}, "autoo", `run: $MKBENCH_DEVICE "autoo" is not known: use cpu, opencl, opencl:N (N from mkbench devices) or auto; did you mean auto?`},
 		{[]string{"run", "--resume", runDir, "--device", "cpuu"}, "", `run: --device "cpuu" is not known`},

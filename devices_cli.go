@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/mkbench/mkbench/engine"
@@ -25,6 +26,24 @@ const deviceHelp = "where the image backbones run: cpu (loads nothing), opencl (
 // did-you-mean and completion.
 var deviceWords = []string{"cpu", "opencl", "auto"}
 
+// gpuWords are what a user asking for a GPU may type; the nearest device
+// word to "gpu" by spelling is cpu, the opposite of what they want.
+var gpuWords = []string{"gpu", "cuda", "nvidia", "amd", "rocm", "cl"}
+
+// deviceHint is what a refused device value ends with: the nearest
+// device word, or for a GPU's name the values that reach one; "" when
+// nothing is near.
+func deviceHint(value string) string {
+	word, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(value)), ":")
+	if slices.Contains(gpuWords, word) {
+		return "; for a GPU use opencl (or auto)"
+	}
+	if near := suggest(word, deviceWords); near != "" && near != word {
+		return fmt.Sprintf("; did you mean %s?", near)
+	}
+	return ""
+}
+
 // deviceFlag adds --device to fs.
 func deviceFlag(fs *flagSet) *string { return fs.String("device", "", deviceHelp) }
 
@@ -38,12 +57,7 @@ func deviceSelection(cmd string, set map[string]bool, value string) (opencl.Sele
 	}
 	sel, err := opencl.ParseSelection(value)
 	if err != nil {
-		msg := fmt.Sprintf("%s: %s %s", cmd, from, strings.TrimPrefix(err.Error(), "device "))
-		word, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(value)), ":")
-		if near := suggest(word, deviceWords); near != "" && near != word {
-			msg += fmt.Sprintf("; did you mean %s?", near)
-		}
-		return sel, errors.New(msg)
+		return sel, errors.New(fmt.Sprintf("%s: %s %s", cmd, from, strings.TrimPrefix(err.Error(), "device ")) + deviceHint(value))
 	}
 	return sel, nil
 }

@@ -85,9 +85,8 @@ func readSweepFile(path string) (sweep.File, []byte, error) {
 	f, err := sweep.ParseFile(path, data, baselineNames())
 	var de *sweep.DeviceError
 	if errors.As(err, &de) {
-		word, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(de.Value)), ":")
-		if near := suggest(word, deviceWords); near != "" && near != word {
-			err = fmt.Errorf("%w; did you mean %s?", err, near)
+		if hint := deviceHint(de.Value); hint != "" {
+			err = fmt.Errorf("%w%s", err, hint)
 		}
 	}
 	return f, data, err
