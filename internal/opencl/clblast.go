@@ -27,13 +27,11 @@ func (d *Device) Sgemm(transA, transB bool, m, n, k int, alpha float32,
 	}
 	blastMu.Lock()
 	defer blastMu.Unlock()
+	ev, marker := d.blastEvent()
 	st := blast.sgemm(clblastRowMaj, trans(transA), trans(transB), uintptr(m), uintptr(n), uintptr(k), alpha,
 		a.h, uintptr(offA), uintptr(lda), b.h, uintptr(offB), uintptr(ldb), beta,
-		c.h, uintptr(offC), uintptr(ldc), &d.queue, nil)
-	if st != 0 {
-		return &Error{Op: "CLBlastSgemm", Status: Status(st)}
-	}
-	return nil
+		c.h, uintptr(offC), uintptr(ldc), &d.queue, ev)
+	return d.blastDone("CLBlastSgemm", st, marker)
 }
 
 // SgemmStridedBatched computes batch products as Sgemm does, the i-th on
@@ -47,11 +45,40 @@ func (d *Device) SgemmStridedBatched(transA, transB bool, m, n, k int, alpha flo
 	}
 	blastMu.Lock()
 	defer blastMu.Unlock()
+	ev, marker := d.blastEvent()
 	st := blast.sgemmStridedBatched(clblastRowMaj, trans(transA), trans(transB), uintptr(m), uintptr(n), uintptr(k), alpha,
 		a.h, uintptr(offA), uintptr(lda), uintptr(strideA), b.h, uintptr(offB), uintptr(ldb), uintptr(strideB), beta,
-		c.h, uintptr(offC), uintptr(ldc), uintptr(strideC), uintptr(batch), &d.queue, nil)
+		c.h, uintptr(offC), uintptr(ldc), uintptr(strideC), uintptr(batch), &d.queue, ev)
+	return d.blastDone("CLBlastSgemmStridedBatched", st, marker)
+}
+
+// blastEvent is where CLBlast writes its product's event, and the marker
+// queued before it, while kernels are timed (nil and 0 otherwise); blastMu
+// is held.
+func (d *Device) blastEvent() (*uintptr, uintptr) {
+	if !d.profilingKernels() {
+		return nil, 0
+	}
+	m := d.marker()
+	if m == 0 {
+		return nil, 0
+	}
+	d.blastEv = 0
+	return &d.blastEv, m
+}
+
+// blastDone turns CLBlast's status into an error, and records the
+// product's event (or releases the marker of a product not queued).
+func (d *Device) blastDone(op string, st int32, marker uintptr) error {
+	if marker != 0 {
+		if st == 0 && d.blastEv != 0 {
+			d.record(evBlas, d.blastEv, marker)
+		} else {
+			call(cl.releaseEvent, marker)
+		}
+	}
 	if st != 0 {
-		return &Error{Op: "CLBlastSgemmStridedBatched", Status: Status(st)}
+		return &Error{Op: op, Status: Status(st)}
 	}
 	return nil
 }

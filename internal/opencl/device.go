@@ -23,6 +23,10 @@ type Device struct {
 	// check what crosses per step.
 	xfer struct{ writes, wbytes, reads, rbytes atomic.Int64 }
 	mem  memCounter // its buffers (memstats.go)
+	prof profiler   // device-measured times (profile.go)
+	// blastEv receives a CLBlast product's event; CLBlast's calls are one
+	// at a time (blastMu), and a field keeps it off the Go stack.
+	blastEv uintptr
 }
 
 // Transfers is what Write and Read have copied to and from a device.
@@ -31,7 +35,8 @@ type Transfers struct {
 }
 
 // Transfers returns the copies between host and d so far (Fill and Copy,
-// which stay on the device, are not counted).
+// which stay on the device, are not counted); Timing gives the time the
+// device spent on them.
 func (d *Device) Transfers() Transfers {
 	return Transfers{d.xfer.writes.Load(), d.xfer.wbytes.Load(), d.xfer.reads.Load(), d.xfer.rbytes.Load()}
 }
@@ -44,7 +49,8 @@ func openDevice(f found) (*Device, error) {
 	if err := check("clCreateContext for "+f.info.Name, uintptr(st)); err != nil {
 		return nil, err
 	}
-	d.queue = call(cl.createCommandQueue, d.ctx, d.id, 0, uintptr(unsafe.Pointer(&st)))
+	// Profiling on: copies are timed by their events (profile.go).
+	d.queue = call(cl.createCommandQueue, d.ctx, d.id, clQueueProfilingEnable, uintptr(unsafe.Pointer(&st)))
 	if err := check("clCreateCommandQueue for "+f.info.Name, uintptr(st)); err != nil {
 		call(cl.releaseContext, d.ctx)
 		return nil, err
@@ -55,7 +61,9 @@ func openDevice(f found) (*Device, error) {
 // Finish waits until everything issued on the queue has run; an error of
 // an earlier asynchronous command may surface here.
 func (d *Device) Finish() error {
-	return check("clFinish", call(cl.finish, d.queue))
+	err := check("clFinish", call(cl.finish, d.queue))
+	d.collect()
+	return err
 }
 
 // Close finishes the queue and releases it and the context. Buffers,
@@ -66,6 +74,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	err := d.Finish()
+	d.dropEvents()
 	call(cl.releaseCommandQueue, d.queue)
 	call(cl.releaseContext, d.ctx)
 	d.queue, d.ctx = 0, 0
@@ -167,7 +176,14 @@ func Write[T Element](b *Buffer, off int, src []T) error {
 	}
 	b.dev.xfer.writes.Add(1)
 	b.dev.xfer.wbytes.Add(int64(n))
-	return check("clEnqueueWriteBuffer", call(cl.enqueueWriteBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&src[0])), 0, 0, 0))
+	var ev uintptr
+	// A blocking write may return once src is copied aside, before the
+	// device has it: the event is read later (collect).
+	if err := check("clEnqueueWriteBuffer", call(cl.enqueueWriteBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&src[0])), 0, 0, uintptr(unsafe.Pointer(&ev)))); err != nil {
+		return err
+	}
+	b.dev.record(evWrite, ev, 0)
+	return nil
 }
 
 // Read copies len(dst) elements of b from element off into dst, after
@@ -179,7 +195,14 @@ func Read[T Element](b *Buffer, off int, dst []T) error {
 	}
 	b.dev.xfer.reads.Add(1)
 	b.dev.xfer.rbytes.Add(int64(n))
-	return check("clEnqueueReadBuffer", call(cl.enqueueReadBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&dst[0])), 0, 0, 0))
+	var ev uintptr
+	if err := check("clEnqueueReadBuffer", call(cl.enqueueReadBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&dst[0])), 0, 0, uintptr(unsafe.Pointer(&ev)))); err != nil {
+		return err
+	}
+	// The read is complete, and with it everything queued before it.
+	b.dev.record(evRead, ev, 0)
+	b.dev.collect()
+	return nil
 }
 
 // Fill sets n elements of b from off to v, in queue order.

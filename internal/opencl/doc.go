@@ -20,6 +20,11 @@
 //     compiler's log on failure), kernels (SetBuffer, SetInt32, SetUint32,
 //     SetUint64, SetFloat32, SetLocal, Launch in 1–3 dimensions), Finish,
 //     and CLBlast's row-major Sgemm and SgemmStridedBatched on that queue.
+//   - What the device measured (Timing): the queue is made with profiling
+//     on, so every Write and Read is timed by its own event, apart from
+//     the kernels before it; kernels and CLBlast products are timed too
+//     while ProfileKernels is on. Transfers counts the copies and bytes,
+//     MemStats the buffers.
 //
 // Every failure is an error, never a panic: a missing loader
 // (libOpenCL.so.1, or the file MKBENCH_OPENCL_LIB names), platform or

@@ -28,7 +28,8 @@ type clFuncs struct {
 	enqueueFillBuffer, finish                                              uintptr
 	createProgramWithSource, buildProgram, getProgramBuildInfo             uintptr
 	releaseProgram, createKernel, releaseKernel, setKernelArg              uintptr
-	enqueueNDRangeKernel                                                   uintptr
+	enqueueNDRangeKernel, enqueueMarkerWithWaitList                        uintptr
+	getEventProfilingInfo, releaseEvent                                    uintptr
 }
 
 var (
@@ -90,6 +91,8 @@ func openOpenCL(path, what string) (clFuncs, error) {
 		{&f.getProgramBuildInfo, "clGetProgramBuildInfo"}, {&f.releaseProgram, "clReleaseProgram"},
 		{&f.createKernel, "clCreateKernel"}, {&f.releaseKernel, "clReleaseKernel"},
 		{&f.setKernelArg, "clSetKernelArg"}, {&f.enqueueNDRangeKernel, "clEnqueueNDRangeKernel"},
+		{&f.enqueueMarkerWithWaitList, "clEnqueueMarkerWithWaitList"},
+		{&f.getEventProfilingInfo, "clGetEventProfilingInfo"}, {&f.releaseEvent, "clReleaseEvent"},
 	}
 	for _, s := range syms {
 		if *s.p, err = dlsym(lib, s.name); err != nil || *s.p == 0 {

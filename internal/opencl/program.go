@@ -105,6 +105,7 @@ type Kernel struct {
 	// object, so that passing their addresses to C allocates nothing.
 	arg           uint64
 	global, local [3]uintptr
+	ev            uintptr // the launch's event, while kernels are timed
 }
 
 // Kernel makes a kernel object for the __kernel function name.
@@ -204,8 +205,17 @@ func (k *Kernel) Launch(global, local []int) error {
 			lp = unsafe.Pointer(&k.local[0])
 		}
 	}
-	if st := call(cl.enqueueNDRangeKernel, k.dev.queue, k.h, uintptr(dims), 0, uintptr(unsafe.Pointer(&k.global[0])), uintptr(lp), 0, 0, 0); st != 0 {
+	var evp uintptr // nil: no event
+	timed := k.dev.profilingKernels()
+	if timed {
+		k.ev = 0
+		evp = uintptr(unsafe.Pointer(&k.ev))
+	}
+	if st := call(cl.enqueueNDRangeKernel, k.dev.queue, k.h, uintptr(dims), 0, uintptr(unsafe.Pointer(&k.global[0])), uintptr(lp), 0, 0, evp); st != 0 {
 		return &Error{Op: "clEnqueueNDRangeKernel " + k.name, Status: Status(int32(st))}
+	}
+	if timed {
+		k.dev.record(evKernel, k.ev, 0)
 	}
 	return nil
 }
