@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
@@ -358,5 +360,46 @@ func TestSweepForwardsDevice(t *testing.T) {
 	}
 	if _, se, code := mkbench(t, "sweep", "run", file, "--out", filepath.Join(t.TempDir(), "s2"), "--device", "opencl:99"); code != 1 || !strings.Contains(se, "sweep run: device opencl:99: no OpenCL device 99") {
 		t.Errorf("sweep run --device opencl:99: exit %d, %q", code, se)
+	}
+}
+
+// The other half of "same results": an Omniglot run on the device
+// (the backbone's parameters and Adam's moments kept there, the flows run
+// there) killed mid-training checkpoints what the device holds, and
+// resumed on the CPU it finishes and evaluates, saying once that its
+// bytes differ from there on.
+func TestOmniglotDeviceKilledResumesOnCPU(t *testing.T) {
+	data := testutil.Data(t, "omniglot")
+	devs := openCLDevices(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "run", "--preset", "omniglot-5w1s", "--iters", "100000", "--set", "meta_batch=2", "--set", "log_every=1", "--eval-tasks", "10",
+		"--data", data, "--out", dir, "--device", "opencl:0")
+	cmd.Env = append(os.Environ(), deviceEnv+"=")
+	var se strings.Builder
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForRows(t, cmd, filepath.Join(dir, engine.FileMetrics))
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "--resume") {
+		t.Fatalf("SIGTERM on the device: want exit 130 with a resume hint, got %v, %q", err, se.String())
+	}
+	label := "opencl:0 " + devs[0].Name + " (" + devs[0].PlatformName + ")"
+	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
+	if err != nil || ck.Iter == 0 || ck.Device != label {
+		t.Fatalf("the device's checkpoint: iteration %d, device %q (%v); want past 0 on %q", ck.Iter, ck.Device, err, label)
+	}
+	so, se2, code := mkbench(t, "run", "--resume", dir, "--device", "cpu", "--iters", fmtInt(ck.Iter+3), "--quiet")
+	if code != 0 || !strings.Contains(so, "eval accuracy") {
+		t.Fatalf("resume on the CPU: exit %d\n%s%s", code, so, se2)
+	}
+	if strings.Count(se2, "bytes differ") != 1 || !strings.Contains(se2, "written on "+label+" and the run continues on cpu") {
+		t.Errorf("resume on the CPU: stderr %q, want the one note that the device changed", se2)
+	}
+	s := readSummary(t, dir)
+	if s.Device != engine.CPU || s.Iters != ck.Iter+3 || math.IsNaN(s.Eval.Mean) || s.Eval.Mean <= 0.2 {
+		t.Errorf("summary.json after the CPU's part: device %q, iterations %d (want %d), accuracy %v", s.Device, s.Iters, ck.Iter+3, s.Eval.Mean)
 	}
 }
