@@ -28,6 +28,12 @@ import (
 // kernel whose slot was given back cannot run Backward on it: it says so
 // instead of reading another pass's activations. What a kernel keeps of
 // its own on the device is its kernel objects.
+//
+// The coupling flows lease their buffers from the same arena, in slots of
+// their own kind: a backbone's pass and a flow's pass of one graph overlap,
+// and a slot shared by both kinds would grow to the sum of both. A flow's
+// Steps, read after its Forward gave the slot back, takes the slot again
+// (reclaim) and finds its ω there when no other pass held the slot since.
 type devArena struct {
 	dev *opencl.Device
 	*arenaSlots
@@ -63,6 +69,8 @@ func (s *arenaSlots) releaseAll() {
 // touches them.
 type devSlot struct {
 	owner uint64 // the lease holding it; 0 when free
+	last  uint64 // the lease that held it last: whose pass its buffers hold
+	kind  string // the leases it serves (devLease.kind)
 	bufs  map[devRole]*opencl.Buffer
 }
 
@@ -93,6 +101,7 @@ func (p *Pool) deviceArena(dev *opencl.Device) *devArena {
 type devLease struct {
 	arena *devArena
 	id    uint64
+	kind  string   // the slots it takes: "" the backbones', "flow" the flows'
 	slot  *devSlot // the slot last held; held while slot.owner == id
 }
 
@@ -119,18 +128,38 @@ func (l *devLease) claim() {
 	a := l.arena
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	l.claimLocked()
+}
+
+func (l *devLease) claimLocked() {
+	a := l.arena
 	if l.slot != nil && (l.slot.owner == l.id || l.slot.owner == 0) {
-		l.slot.owner = l.id
+		l.slot.owner, l.slot.last = l.id, l.id
 		return
 	}
 	for _, s := range a.slots {
-		if s.owner == 0 {
-			s.owner, l.slot = l.id, s
+		if s.owner == 0 && s.kind == l.kind {
+			s.owner, s.last, l.slot = l.id, l.id, s
 			return
 		}
 	}
-	l.slot = &devSlot{owner: l.id, bufs: map[devRole]*opencl.Buffer{}}
+	l.slot = &devSlot{owner: l.id, last: l.id, kind: l.kind, bufs: map[devRole]*opencl.Buffer{}}
 	a.slots = append(a.slots, l.slot)
+}
+
+// reclaim makes l hold the slot of its last claim again when no other
+// lease has held it since, so that its buffers still hold l's last pass,
+// and says so; else it claims a slot as claim does and returns false.
+func (l *devLease) reclaim() bool {
+	a := l.arena
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s := l.slot; s != nil && s.last == l.id && (s.owner == 0 || s.owner == l.id) {
+		s.owner = l.id
+		return true
+	}
+	l.claimLocked()
+	return false
 }
 
 // holds says whether l still holds the slot of its last claim.
@@ -347,5 +376,13 @@ func (k *ResNetKernel) shareDevice() {
 func (k *ResNetKernel) releaseDevice() {
 	if k.cdev != nil && k.cur == k.cdev {
 		k.cdev.lease.release()
+	}
+}
+
+// releaseDevice ends a flow's pass no Backward will follow (see
+// ConvKernel.releaseDevice); Steps can still read its ω.
+func (k *FlowKernel) releaseDevice() {
+	if k.dev != nil && k.cur == k.dev {
+		k.dev.lease.release()
 	}
 }

@@ -27,10 +27,20 @@ import (
 // scales and the hidden activations stay on the device between Forward and
 // Backward (the CPU recomputes the activations to save memory traffic; a
 // device has the memory, and one product fewer a half).
+//
+// The buffers are leased from the pool's device arena (device_arena.go),
+// in a flow slot: a pass holds it from Forward until both parameter and
+// context gradients are taken after Backward, or until Forward's end for
+// an op no gradient is taken of, so the graphs of varying episode shapes
+// share the buffers instead of each kernel allocating its own. Steps after
+// the slot went back takes it again: ω is there if no other pass held the
+// slot since, else the Forward is run again on its inputs (kept by
+// reference, like cond and theta for Backward).
 type flowDev struct {
-	spec flowSpecInfo
-	dev  *opencl.Device
-	r    *flowDevRes
+	spec  flowSpecInfo
+	dev   *opencl.Device
+	r     *flowDevRes
+	lease devLease
 
 	T, D, n int   // n = T·D, the columns of every feature-major matrix
 	sOff    []int // per half: its tanh scales in r.s (m×n)
@@ -45,11 +55,18 @@ type flowDev struct {
 	// gradients.
 	th32, cond32, rows32, sum32, wc32, gc32 []float32
 
+	// The last Forward's inputs, for Steps to run it again.
+	omega0, cond, theta []float64
+	// parts are the gradients (theta's, cond's) not yet taken after
+	// Backward; the slot goes back when none is left.
+	parts int
+
 	err error
 }
 
-// flowDevRes is what a flowDev holds on the device, released when the
-// flowDev is collected (a FlowKernel has no Close).
+// flowDevRes is what a flowDev holds on the device: its kernel objects,
+// released when the flowDev is collected (a FlowKernel has no Close), and
+// the buffers of the arena slot it holds (bind).
 type flowDevRes struct {
 	load, store, biasRelu, coupling, couplingGrad, mask, taskSums, reduce *opencl.Kernel
 
@@ -60,15 +77,11 @@ func (r *flowDevRes) release() {
 	for _, k := range [...]*opencl.Kernel{r.load, r.store, r.biasRelu, r.coupling, r.couplingGrad, r.mask, r.taskSums, r.reduce} {
 		k.Release()
 	}
-	for _, b := range r.fixed() {
-		(*b).Release()
-	}
-	for _, b := range r.pass() {
-		(*b).Release()
-	}
 }
 
-func newFlowDev(dev *opencl.Device, info flowSpecInfo) (*flowDev, error) {
+// newFlowDev is a flow core on arena's device, leasing its buffers there.
+func newFlowDev(arena *devArena, info flowSpecInfo) (*flowDev, error) {
+	dev := arena.dev
 	prog, err := deviceProgram(dev, "flow")
 	if err != nil {
 		return nil, err
@@ -80,6 +93,8 @@ func newFlowDev(dev *opencl.Device, info flowSpecInfo) (*flowDev, error) {
 	}
 	d := &flowDev{spec: info, dev: dev, r: &flowDevRes{}}
 	runtime.AddCleanup(d, (*flowDevRes).release, d.r)
+	d.lease.kind = "flow"
+	joinArena(d, &d.lease, arena)
 	// Kernel objects of this kernel alone: setting arguments is not safe
 	// from two goroutines, and the staged step runs two flows at once.
 	for _, kk := range []struct {
@@ -105,11 +120,6 @@ func newFlowDev(dev *opencl.Device, info flowSpecInfo) (*flowDev, error) {
 	d.th32 = make([]float32, fixed[0])
 	d.sum32 = make([]float32, fixed[1])
 	d.wc32 = make([]float32, fixed[2])
-	for i, b := range d.r.fixed() {
-		if err := flowDevEnsure(dev, b, fixed[i]); err != nil {
-			return nil, err
-		}
-	}
 	return d, nil
 }
 
@@ -149,9 +159,10 @@ func flowDevLens(s flowSpecInfo, nPc, T, D int) [11]int {
 		n * (dim + 1), T * nPc, T * c}
 }
 
-// FlowDeviceBytes is what a flow of spec holds on an OpenCL device for
-// passes of T tasks of D samples (ω's D bases): a FlowKernel's buffers,
-// which it keeps while it lives.
+// FlowDeviceBytes is what a flow of spec needs on an OpenCL device for a
+// pass of T tasks of D samples (ω's D bases): the buffers of the arena
+// slot the pass holds, which the flows' passes share (a slot grows to the
+// largest pass it served, and there are as many as passes run at once).
 func FlowDeviceBytes(spec FlowSpec, T, D int) float64 {
 	info := flowSpecInfo{FlowSpec: spec, layers: spec.layout(), nP: spec.NumParams(), nh: 2 * spec.Layers}
 	_, nPc := flowPartLayout(info)
@@ -165,26 +176,22 @@ func FlowDeviceBytes(spec FlowSpec, T, D int) float64 {
 	return 4 * sum
 }
 
-// flowDevEnsure is convDevEnsure for the flow's float32 buffers, which it
-// zeroes when it allocates them: products with beta = 0 then never meet
-// what the memory held before.
-func flowDevEnsure(dev *opencl.Device, b **opencl.Buffer, n int) error {
-	old := *b
-	if err := convDevEnsure[float32](dev, b, n); err != nil {
-		return err
+// flowDevBuf is the held slot's float32 buffer i of the flows, of at
+// least n values; one it allocates it zeroes, so that products with beta
+// = 0 never meet what the memory held before.
+func flowDevBuf(l *devLease, i, n int) (*opencl.Buffer, error) {
+	role := devRole{"flow", i}
+	old := l.slot.bufs[role]
+	b, err := devBuf[float32](l, role, n)
+	if err == nil && b != old {
+		err = b.Zero()
 	}
-	if *b != old {
-		return (*b).Zero()
-	}
-	return nil
+	return b, err
 }
 
-// resize lays out the buffers for T tasks of D samples, allocating only
-// what grows.
-func (d *flowDev) resize(T, D int) error {
-	if T == d.T && D == d.D {
-		return nil
-	}
+// bind points the buffers at those of the slot the lease holds, grown to
+// what T tasks of D samples ask, and lays out the host's staging.
+func (d *flowDev) bind(T, D int) error {
 	d.T, d.D, d.n = 0, 0, 0 // until every buffer is there
 	s := d.spec
 	n, dim, c := T*D, s.Dim, s.Cond
@@ -195,8 +202,15 @@ func (d *flowDev) resize(T, D int) error {
 			return fmt.Errorf("flow on %s: %d tasks of %d samples need a buffer past the kernels' 32-bit indices: use fewer tasks a batch or fewer bases", d.dev.Info.Name, T, D)
 		}
 	}
+	fixed := flowDevFixed(s, d.nPc)
+	var err error
+	for i, b := range d.r.fixed() {
+		if *b, err = flowDevBuf(&d.lease, i, fixed[i]); err != nil {
+			return err
+		}
+	}
 	for i, b := range d.r.pass() {
-		if err := flowDevEnsure(d.dev, b, lens[i]); err != nil {
+		if *b, err = flowDevBuf(&d.lease, len(fixed)+i, lens[i]); err != nil {
 			return err
 		}
 	}
@@ -219,12 +233,50 @@ func flowFailed(impl flowImpl) error {
 }
 
 func (d *flowDev) forward(T, D int, omega0, cond, theta, out []float64) {
-	d.err = d.runForward(T, D, omega0, cond, theta, out)
+	d.omega0, d.cond, d.theta, d.parts = omega0, cond, theta, 0
+	d.lease.claim()
+	d.err = d.bind(T, D)
+	if d.err == nil {
+		d.err = d.runForward(T, D, omega0, cond, theta, out)
+	}
+	if d.err != nil {
+		d.lease.release()
+	}
 }
 
-func (d *flowDev) backwardCore(gOut, gOmega0 []float64) { d.err = d.runBackward(gOut, gOmega0) }
-func (d *flowDev) gradTheta(gTheta []float64)           { d.err = d.runGradTheta(gTheta) }
-func (d *flowDev) gradCond(gCond []float64)             { d.err = d.runGradCond(gCond) }
+func (d *flowDev) backwardCore(gOut, gOmega0 []float64) {
+	d.parts = 0
+	if !d.lease.holds() {
+		d.err = errDevReleased("flow")
+		return
+	}
+	if d.err = d.runBackward(gOut, gOmega0); d.err != nil {
+		d.lease.release()
+		return
+	}
+	d.parts = 2
+}
+
+func (d *flowDev) gradTheta(gTheta []float64) {
+	d.err = d.part(func() error { return d.runGradTheta(gTheta) })
+}
+func (d *flowDev) gradCond(gCond []float64) {
+	d.err = d.part(func() error { return d.runGradCond(gCond) })
+}
+
+// part takes one of the gradients Backward left in the slot, and gives the
+// slot back once both are taken (or one fails).
+func (d *flowDev) part(run func() error) error {
+	if d.parts == 0 || !d.lease.holds() {
+		return errDevReleased("flow")
+	}
+	err := run()
+	if d.parts--; d.parts == 0 || err != nil {
+		d.parts = 0
+		d.lease.release()
+	}
+	return err
+}
 
 // load sends rows×cols of sample-major float64 src (row stride cols) up
 // and writes it feature-major into dst from dstOff.
@@ -257,9 +309,6 @@ func (d *flowDev) store(src *opencl.Buffer, srcOff, cols int) error {
 }
 
 func (d *flowDev) runForward(T, D int, omega0, cond, theta, out []float64) error {
-	if err := d.resize(T, D); err != nil {
-		return err
-	}
 	s, r, n := d.spec, d.r, d.n
 	dim, c, H, NH := s.Dim, s.Cond, s.Hidden, s.nh*s.Hidden
 	sgemm.ToFloat32(d.th32, s.nP, theta, s.nP, 1, s.nP)
@@ -518,8 +567,29 @@ func (d *flowDev) runGradCond(gCond []float64) error {
 }
 
 // steps copies ω of task t after each step down from the device; nil if
-// the device fails (Steps has no error to return: it feeds the panes).
+// the device fails (Steps has no error to return: it feeds the panes). A
+// Forward whose slot went back takes it again for the copies: its ω is
+// there unless another pass held the slot since, and then it runs again.
 func (d *flowDev) steps(t int) [][]float64 {
+	if d.lease.holds() {
+		return d.readSteps(t)
+	}
+	defer d.lease.release()
+	T, D := d.T, d.D
+	kept := d.lease.reclaim()
+	if d.bind(T, D) != nil {
+		return nil
+	}
+	if !kept {
+		out := make([]float64, T*D*(d.spec.Dim+1))
+		if d.runForward(T, D, d.omega0, d.cond, d.theta, out) != nil {
+			return nil
+		}
+	}
+	return d.readSteps(t)
+}
+
+func (d *flowDev) readSteps(t int) [][]float64 {
 	s, D, dim := d.spec, d.D, d.spec.Dim
 	st := d.rows32[:D*dim]
 	steps := make([][]float64, s.Layers+1)

@@ -332,3 +332,124 @@ func BenchmarkCouplingFlowOmniglotDevice(b *testing.B) {
 	dev := testDevice(b)
 	benchFlowPass(b, newFlowDevKernel(b, dev, flowOmniglotSpec), newFlowProblem(flowOmniglotSpec, flowOmniglotT, flowOmniglotD, 0, 10))
 }
+
+// flowEvalGraph is a graph of one flow op on pool that takes no gradient
+// (an evaluation or display graph): its Forward gives the arena's slot
+// back.
+func flowEvalGraph(t testing.TB, pool *Pool, p *flowProblem) (gorgonia.VM, *FlowOp) {
+	t.Helper()
+	s := p.spec
+	g := gorgonia.NewGraph()
+	omega0 := gorgonia.NewTensor(g, gorgonia.Float64, 3, gorgonia.WithShape(p.T, p.D, s.Dim), gorgonia.WithName("omega0"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(p.T, p.D, s.Dim), tensor.WithBacking(slices.Clone(p.omega0)))))
+	cond := gorgonia.NewMatrix(g, gorgonia.Float64, gorgonia.WithShape(p.T, s.Cond), gorgonia.WithName("cond"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(p.T, s.Cond), tensor.WithBacking(slices.Clone(p.cond)))))
+	theta := gorgonia.NewVector(g, gorgonia.Float64, gorgonia.WithShape(s.NumParams()), gorgonia.WithName("theta"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(s.NumParams()), tensor.WithBacking(slices.Clone(p.theta)))))
+	_, op, err := CouplingFlow(pool, omega0, cond, theta, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gorgonia.NewTapeMachine(g), op
+}
+
+// Varying episode shapes, each with a new training kernel and a new
+// evaluation graph (the engine builds graphs per shape), lease the flows'
+// buffers from the pool's arena: once the largest shape has run, no
+// episode allocates on the device, and the device holds about what the
+// largest pass needs (a training pass and an evaluation pass: two slots at
+// most), not a set per kernel.
+func TestFlowDevArenaVaryingShapes(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 3, Dim: 9, Cond: 5, Hidden: 24}
+	pool := &Pool{}
+	pool.SetDevice(dev)
+	base := dev.MemStats()
+	shapes := [][2]int{{6, 40}, {3, 16}, {6, 33}, {1, 7}, {4, 40}, {5, 12}, {6, 40}, {2, 39}}
+	var allocs []int64
+	var keep []*FlowKernel // the kernels stay alive: collection is not what frees their memory
+	for i, sz := range shapes {
+		p := newFlowProblem(spec, sz[0], sz[1], 0.1, uint64(60+i))
+		k, err := NewFlowKernel(pool, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.run(t, k)
+		vm, op := flowEvalGraph(t, pool, p)
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		if st := op.Steps(0); len(st) != spec.Layers+1 {
+			t.Fatalf("episode %d: Steps after an evaluation gave %d steps", i, len(st))
+		}
+		vm.Close()
+		keep = append(keep, k, op.Kernel())
+		allocs = append(allocs, dev.MemStats().Allocs-base.Allocs)
+	}
+	live := dev.MemStats().Live - base.Live
+	for i := 1; i < len(allocs); i++ {
+		if allocs[i] != allocs[i-1] {
+			t.Errorf("episode %d (T=%d, D=%d, no larger than the first) made %d device buffers", i, shapes[i][0], shapes[i][1], allocs[i]-allocs[i-1])
+		}
+	}
+	if most := 2 * FlowDeviceBytes(spec, 6, 40); float64(live) > most {
+		t.Errorf("%d kernels hold %d bytes on the device, two passes of the largest shape %.0f", len(keep), live, most)
+	}
+	t.Logf("%d episodes (%d kernels): %d device buffers, %d bytes held (one pass of the largest shape: %.0f)", len(shapes), len(keep), allocs[len(allocs)-1], live, FlowDeviceBytes(spec, 6, 40))
+}
+
+// Steps after a Forward whose slot went back (an evaluation graph) reads
+// ω of that Forward: from the slot if no other pass took it since, else
+// computed again, never another pass's buffers. A Backward after the slot
+// went back refuses.
+func TestFlowDevStepsAfterRelease(t *testing.T) {
+	dev := testDevice(t)
+	spec := FlowSpec{Layers: 2, Dim: 6, Cond: 3, Hidden: 16}
+	pool := &Pool{}
+	pool.SetDevice(dev)
+	p, q := newFlowProblem(spec, 3, 20, 0.3, 70), newFlowProblem(spec, 4, 24, 0.3, 71)
+	ref := newFlowDevKernel(t, dev, spec)
+	p.forward(t, ref)
+	want := flowDevSteps(ref, p.T)
+
+	vm, op := flowEvalGraph(t, pool, p)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	got := flowDevSteps(op.Kernel(), p.T)
+	// The evaluation again, then another kernel's pass takes the free slot
+	// and writes its own ω there.
+	vm.Reset()
+	if err := vm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	q.run(t, func() *FlowKernel {
+		k, err := NewFlowKernel(pool, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}())
+	if l := &op.Kernel().dev.lease; l.slot.last == l.id {
+		t.Fatal("the other kernel's pass did not take the evaluation's slot: the test reads nothing computed again")
+	}
+	again := flowDevSteps(op.Kernel(), p.T)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("step %d: Steps right after the evaluation differs from its own kernel's", i)
+		}
+		if !slices.Equal(again[i], want[i]) {
+			t.Errorf("step %d: Steps after another pass took the slot differs (read that pass's buffers?)", i)
+		}
+	}
+	k := op.Kernel()
+	if err := k.Forward(p.T, p.D, p.omega0, p.cond, p.theta, make([]float64, len(p.r))); err != nil {
+		t.Fatal(err)
+	}
+	k.releaseDevice()
+	g := [3][]float64{make([]float64, len(p.omega0)), make([]float64, len(p.cond)), make([]float64, len(p.theta))}
+	if err := k.Backward(p.r, g[0], g[1], g[2]); err == nil || !strings.Contains(err.Error(), "given back") {
+		t.Errorf("Backward after the slot went back: %v, want a refusal", err)
+	}
+}

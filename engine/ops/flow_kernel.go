@@ -328,7 +328,7 @@ func (k *FlowKernel) core() (flowImpl, error) {
 		return k.c64, nil
 	case k.device != nil:
 		if k.dev == nil {
-			d, err := newFlowDev(k.device, k.info)
+			d, err := newFlowDev(k.pool.deviceArena(k.device), k.info)
 			if err != nil {
 				return nil, err
 			}

@@ -140,6 +140,9 @@ func (op *FlowOp) UsePreallocDo(prealloc gorgonia.Value, in ...gorgonia.Value) (
 	if err := op.kern.Forward(s[0], s[1], omega0, cond, theta, out); err != nil {
 		return nil, err
 	}
+	if !op.diffed {
+		op.kern.releaseDevice() // no Backward follows: the device buffers go back
+	}
 	return prealloc, nil
 }
 
