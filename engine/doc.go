@@ -38,9 +38,9 @@
 // after it run their image backbones: not a setting of any model, so
 // configs and parameters are the same on either device, while
 // checkpoints and summary.json record which one computed them;
-// resident.go keeps a conv backbone's parameters and Adam's moments on
-// that device while the model trains, bringing the host's copy down
-// (Model.SyncHost) only where it is read.
+// resident.go keeps a conv backbone's parameters and the optimizer's
+// moments on that device while the model trains, bringing the host's copy
+// down (Model.SyncHost) only where it is read.
 //
 // Episodes of varying shape (Config.Varying, a task.Varying source:
 // Meta-Dataset's sampler) train one per step, each through graphs built

@@ -270,9 +270,9 @@ func pooled(s *ConvSpec, n int) int {
 // per pass running at once, each grown to the largest pass it served. A
 // training run's task ranges run at once (taskStages slots, each of a
 // range's images); evaluation, validation and the display run one pass
-// at a time in the first. A conv backbone trained with Adam keeps its
-// parameters resident there too (resident.go): the masters, two moments
-// and the step's gradient in double, the packed float32 weights, and the
+// at a time in the first. A conv backbone keeps its parameters resident
+// there too (resident.go): the masters, two moments and the step's
+// gradient in double, the packed float32 weights, and, in training, the
 // summed gradient of each training pass. ops.ConvDeviceBytes and
 // ops.ResNetDeviceBytes give a pass's bytes as the cores allocate them;
 // memDevMargin covers what the device holds beyond our buffers (CLBlast's
@@ -352,8 +352,18 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 	}
 	eval := f(c.MetaBatch) * (f(c.SupportPoints())*f(c.EvalShifts()) + f(c.EvalQuery)*f(max(c.Way, 1)))
 	largest := max(eval, f(c.SupportPoints())+100) // the display's one task
+	// A conv backbone's resident parameters (resident.go), in training and
+	// in an evaluation alike: masters, moments and gradient in double and
+	// the packed weights (with the rotated filters: twice the values).
+	var resident float64
+	if c.Conv != nil && !c.UsesResNet() {
+		for l := 0; l < c.Conv.Blocks; l++ {
+			resident += f(c.Conv.Filters)*f(c.Conv.FanIn(l)) + f(c.Conv.Filters)
+		}
+	}
+	held := 4*8*resident + 4*2*resident
 	if !train {
-		return flows + bytes(largest), true
+		return flows + bytes(largest) + held, true
 	}
 	ns, nq := f(c.SupportPoints()), f(c.QueryPoints())
 	if c.Classify() && !c.Varying {
@@ -362,16 +372,8 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 	stages := min(taskStages, max(c.MetaBatch, 1))
 	rng := math.Ceil(f(c.MetaBatch)/f(stages)) * (ns + nq)
 	b := bytes(max(largest, rng)) + f(stages-1)*bytes(rng)
-	if c.Conv != nil && !c.UsesResNet() && c.Optimizer == "adam" {
-		n := 0.0
-		for l := 0; l < c.Conv.Blocks; l++ {
-			n += f(c.Conv.Filters)*f(c.Conv.FanIn(l)) + f(c.Conv.Filters)
-		}
-		// Masters, moments and gradient in double, the packed weights
-		// (with the rotated filters: twice the values), and each task and
-		// seeded-summary pass's gradient sums in float32.
-		b += 4*8*n + 4*2*n + 2*f(stages)*4*n
-	}
+	// And each task and seeded-summary pass's gradient sums in float32.
+	b += held + 2*f(stages)*4*resident
 	return flows + b, true
 }
 

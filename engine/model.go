@@ -204,8 +204,21 @@ func (m *Model) blueprint() blueprint {
 func (m *Model) graph(sh shape) (*graph, error) {
 	return built(m.graphs, sh, func() (*graph, error) {
 		m.collect()
-		return buildGraph(m.blueprint(), sh)
-	}, func(gr *graph) { gr.vm.Close(); m.released = true })
+		gr, err := buildGraph(m.blueprint(), sh)
+		if err == nil && m.res != nil {
+			// Its convolutions read the device's weights (resident.go).
+			if err = m.res.attachReaders(gr); err != nil {
+				gr.vm.Close()
+			}
+		}
+		return gr, err
+	}, func(gr *graph) {
+		if m.res != nil {
+			m.res.detach([]*graph{gr})
+		}
+		gr.vm.Close()
+		m.released = true
+	})
 }
 
 // collect runs the garbage collector before a graph is built when a

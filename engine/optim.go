@@ -87,8 +87,8 @@ func (o *Optimizer) Step(params []*Param, grads [][]float64) (float64, error) {
 // step is Step with, when res is not nil, the resident parameters' update
 // on the device: their host gradients are not read (their ops left them
 // on the device), the norm adds the device's sum of squares (one scalar
-// read, after the host's sum: a fixed order), and their Adam update runs
-// there with the same scalars.
+// read, after the host's sum: a fixed order), and their update (Adam or
+// SGD) runs there with the same scalars.
 func (o *Optimizer) step(params []*Param, grads [][]float64, res *resident) (float64, error) {
 	if len(grads) != len(params) || len(o.M) != len(params) {
 		return 0, fmt.Errorf("engine: optimizer has state for %d parameters, got %d parameters and %d gradients", len(o.M), len(params), len(grads))
@@ -171,7 +171,7 @@ func (o *Optimizer) step(params []*Param, grads [][]float64, res *resident) (flo
 		}
 	})
 	if res != nil {
-		if err := res.adam(o, scale, step); err != nil {
+		if err := res.update(o, scale, step); err != nil {
 			return norm, err
 		}
 	}
@@ -216,9 +216,13 @@ func adamUpdate(p, g, m, v []float64, scale, step, b1, b2, eps float64) {
 	vecmath.Adam(p, g, m, v, scale, step, b1, b2, eps)
 }
 
+// sgdUpdate is one SGD step on a chunk. The conversions round each
+// product before its sum (Go may otherwise fuse them, GOAMD64=v3 does),
+// as the device's res_sgd does: the resident backbone's update is these
+// bits.
 func sgdUpdate(p, g, m []float64, scale, lr, mom float64) {
 	for j := range p {
-		m[j] = mom*m[j] + g[j]*scale
-		p[j] -= lr * m[j]
+		m[j] = float64(mom*m[j]) + float64(g[j]*scale)
+		p[j] -= float64(lr * m[j])
 	}
 }

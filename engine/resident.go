@@ -13,11 +13,16 @@ import (
 var residentOff bool
 
 // resident is a model's backbone parameters kept on its device while it
-// trains (ops.ConvResident): the masters, Adam's moments and the step's
-// gradient live there, the optimizer's step updates them there, and the
-// host's copy (Params, Optimizer.M and V of those tensors) is brought up
-// to date only where something reads it (SyncHost): checkpoints,
-// evaluations and displays, which run on the host's values.
+// trains (ops.ConvResident): the masters, the optimizer's moments (Adam's
+// two, SGD's velocity) and the step's gradient live there, the
+// optimizer's step updates them there, and the host's copy (Params,
+// Optimizer.M and V of those tensors) is brought up to date only where
+// something reads it (SyncHost): checkpoints, evaluations and displays.
+// The evaluation and display graphs' convolutions read the device's
+// float32 weights too (attachReaders), which go up only when the host's
+// values they are given differ from the ones those weights were made
+// from (ops.ConvResident's rule: compared bit for bit, so a value changed
+// on the host by anyone is never evaluated stale).
 //
 // Which side holds the truth: after a sync, or after the host's values
 // change (a checkpoint restored), the host; the next training step then
@@ -31,14 +36,15 @@ type resident struct {
 	onDevice bool  // the device's values are ahead of the host's
 	opt      *Optimizer
 	steps    []ops.AdamStep
+	sgd      []ops.SGDStep
 }
 
 // newResident is the resident store of m, or nil when its backbone stays
 // on the host's values: no device, no conv backbone (ResNet-18 is not
-// resident yet), SGD (the device has Adam only) or residentOff.
+// resident yet) or residentOff.
 func newResident(m *Model) (*resident, error) {
 	dev, c := m.pool.Device(), m.Cfg
-	if dev == nil || c.Conv == nil || c.UsesResNet() || c.Optimizer != "adam" || residentOff {
+	if dev == nil || c.Conv == nil || c.UsesResNet() || residentOff {
 		return nil, nil
 	}
 	conv, err := ops.NewConvResident(dev, *c.Conv)
@@ -62,6 +68,17 @@ func (r *resident) has(i int) bool {
 	return false
 }
 
+// attachReaders makes the convolution ops of gr, a graph that takes no
+// gradient (an evaluation's, a display's), read their weights from r.
+func (r *resident) attachReaders(gr *graph) error {
+	for _, n := range gr.convs {
+		if err := n.ReadResident(r.conv); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	return nil
+}
+
 // attach makes the convolution ops of graphs keep their parameters in r.
 func (r *resident) attach(graphs ...[]*graph) error {
 	for _, gs := range graphs {
@@ -76,7 +93,7 @@ func (r *resident) attach(graphs ...[]*graph) error {
 	return nil
 }
 
-// detach undoes attach for graphs being dropped.
+// detach undoes attach or attachReaders for graphs being dropped.
 func (r *resident) detach(graphs ...[]*graph) {
 	for _, gs := range graphs {
 		for _, gr := range gs {
@@ -88,10 +105,13 @@ func (r *resident) detach(graphs ...[]*graph) {
 }
 
 // tensors gives the resident tensors of ps (in r's order) and of opt's M
-// and V.
+// and V (nil for SGD, which has no V).
 func (r *resident) tensors(ps *Params, opt *Optimizer) (p, m, v [][]float64) {
 	for _, i := range r.idx {
-		p, m, v = append(p, ps.List[i].Data), append(m, opt.M[i]), append(v, opt.V[i])
+		p, m = append(p, ps.List[i].Data), append(m, opt.M[i])
+		if opt.Kind == "adam" {
+			v = append(v, opt.V[i])
+		}
 	}
 	return
 }
@@ -107,7 +127,7 @@ func (r *resident) toDevice(m *Model, opt *Optimizer) error {
 	if err := m.SyncHost(); err != nil {
 		return err
 	}
-	if opt.Kind != "adam" || len(opt.M) != len(m.Params.List) || len(opt.V) != len(m.Params.List) {
+	if opt.Kind != "adam" && opt.Kind != "sgd" || len(opt.M) != len(m.Params.List) || opt.Kind == "adam" && len(opt.V) != len(m.Params.List) {
 		return fmt.Errorf("engine: the optimizer's state does not fit the model's resident parameters")
 	}
 	if err := r.conv.Upload(r.tensors(m.Params, opt)); err != nil {
@@ -168,23 +188,34 @@ func (r *resident) nonFinite(sq float64) error {
 	return nil
 }
 
-// adam runs o's update of the resident tensors on the device, with the
-// host's scalars computed as Step computes them for the others.
-func (r *resident) adam(o *Optimizer, scale, step float64) error {
-	r.steps = r.steps[:0]
+// update runs o's update (Adam or SGD) of the resident tensors on the
+// device, with the host's scalars computed as Step computes them for the
+// others.
+func (r *resident) update(o *Optimizer, scale, step float64) error {
+	r.steps, r.sgd = r.steps[:0], r.sgd[:0]
 	for _, i := range r.idx {
 		lr := 1.0
 		if i < len(o.Scale) {
 			lr = o.Scale[i]
 		}
-		s := ops.AdamStep{Scale: scale, Step: lr * step, B1: o.Beta1, B2: o.Beta2, Eps: o.Eps}
+		decay, factor := false, 0.0
 		if i < len(o.Decay) && o.Decay[i] > 0 {
-			s.Decay, s.Factor = true, 1-lr*o.LR*o.Decay[i]
+			decay, factor = true, 1-lr*o.LR*o.Decay[i]
 		}
-		r.steps = append(r.steps, s)
+		if o.Kind == "adam" {
+			r.steps = append(r.steps, ops.AdamStep{Scale: scale, Step: lr * step, B1: o.Beta1, B2: o.Beta2, Eps: o.Eps, Decay: decay, Factor: factor})
+		} else {
+			r.sgd = append(r.sgd, ops.SGDStep{Scale: scale, LR: lr * o.LR, Momentum: o.Momentum, Decay: decay, Factor: factor})
+		}
 	}
-	if err := r.conv.Adam(r.steps); err != nil {
-		return fmt.Errorf("engine: the backbone's Adam step: %w", err)
+	var err error
+	if o.Kind == "adam" {
+		err = r.conv.Adam(r.steps)
+	} else {
+		err = r.conv.SGD(r.sgd)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: the backbone's %s step: %w", o.Kind, err)
 	}
 	return nil
 }

@@ -127,11 +127,22 @@ func residentDiff(names []*Param, a, b [][]float64) (all, backbone float64) {
 // update, not of the gradient, on parameters that move by ~lr a step);
 // with a small clip norm the clipping engages on every step and the norms
 // agree within 1e-12.
+//
+// SGD with momentum likewise (its update on the device is sgdUpdate's
+// formula in its order).
 func TestResidentTrainingMatchesPart1AndCPU(t *testing.T) {
 	dev := residentDevice(t)
-	for _, clip := range []float64{0, 1e-2} {
+	for _, tc := range []struct {
+		opt  string
+		clip float64
+	}{{"adam", 0}, {"adam", 1e-2}, {"sgd", 0}, {"sgd", 1e-2}} {
+		clip := tc.clip
 		cfg := residentConfig()
 		cfg.ClipNorm = clip
+		if cfg.Optimizer = tc.opt; tc.opt == "sgd" {
+			cfg.LR, cfg.Momentum = 0.05, 0.9
+		}
+		t.Logf("%s:", tc.opt)
 		const n = 8
 		res, resNorms := residentTrain(t, cfg, dev, true, n)
 		part1, p1Norms := residentTrain(t, cfg, dev, false, n)
@@ -174,7 +185,14 @@ func TestResidentTrainingMatchesPart1AndCPU(t *testing.T) {
 // support rows again in the summary and seeded-summary passes).
 func TestResidentTransfersPerStep(t *testing.T) {
 	dev := residentDevice(t)
+	for _, o := range []string{"adam", "sgd"} {
+		t.Run(o, func(t *testing.T) { residentTransfers(t, dev, o) })
+	}
+}
+
+func residentTransfers(t *testing.T, dev *opencl.Device, optimizer string) {
 	cfg := residentConfig()
+	cfg.Optimizer, cfg.Momentum = optimizer, 0.9
 	// The flows run on the device too (their own transfers, ops/flow_dev.go):
 	// without them, the device's counts are the backbone's alone.
 	cfg.FlowLayers = 0
@@ -216,6 +234,83 @@ func TestResidentTransfersPerStep(t *testing.T) {
 	after := dev.Transfers()
 	t.Logf("part 1's step: %d writes (%d bytes), %d reads (%d bytes)", after.Writes-before.Writes, after.WriteBytes-before.WriteBytes,
 		after.Reads-before.Reads, after.ReadBytes-before.ReadBytes)
+}
+
+// An evaluation on the device reads the resident weights: after training
+// steps the host's copy comes down once (masters and moments: three
+// reads), and then each pass sends its images up and brings its features
+// down, nothing else, evaluation after evaluation; the weights go up only
+// when the host's values change. Whatever changed them — the training
+// step, a host write nobody announced, a checkpoint restored — the
+// evaluation's numbers are, bit for bit, those of part 1's path (weights
+// up every pass) on the host's values.
+func TestResidentEvalReadsDeviceWeights(t *testing.T) {
+	dev := residentDevice(t)
+	cfg := residentConfig()
+	cfg.FlowLayers = 0 // the backbone's transfers alone (see TestResidentTransfersPerStep)
+	m, opt := residentModel(t, dev, cfg)
+	residentOff = true
+	ref, _ := residentModel(t, dev, cfg)
+	residentOff = false
+	eval := func(what string, extraReads, extraWrites int64) {
+		t.Helper()
+		m.res.conv.Passes()
+		before := dev.Transfers()
+		got, err := m.Evaluate(4, 3, 1, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := dev.Transfers()
+		fwd, _, fi, _ := m.res.conv.Passes()
+		w, r := after.Writes-before.Writes, after.Reads-before.Reads
+		wb, rb := after.WriteBytes-before.WriteBytes, after.ReadBytes-before.ReadBytes
+		in, out := int64(cfg.Conv.InDim()), int64(cfg.Conv.OutDim())
+		t.Logf("%s: %d passes of %d images: %d writes (%d bytes), %d reads (%d bytes)", what, fwd, fi, w, wb, r, rb)
+		if fwd == 0 || w != int64(fwd)+extraWrites || r != int64(fwd)+extraReads ||
+			extraWrites == 0 && wb != 4*int64(fi)*in || extraReads == 0 && rb != 4*int64(fi)*out {
+			t.Errorf("%s: %d writes of %d bytes and %d reads of %d bytes for %d passes of %d images, want %d of %d and %d of %d", what,
+				w, wb, r, rb, fwd, fi, int64(fwd)+extraWrites, 4*int64(fi)*in, int64(fwd)+extraReads, 4*int64(fi)*out)
+		}
+		if err := ref.Params.CopyFrom(m.Params.List); err != nil {
+			t.Fatal(err)
+		}
+		ref.State = m.State.clone()
+		want, err := ref.Evaluate(4, 3, 1, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.PerTask, want.PerTask) {
+			t.Errorf("%s: the evaluation differs from part 1's on the host's values: %v, want %v", what, got.PerTask, want.PerTask)
+		}
+	}
+	eval("after a training step", 3, 0)
+	eval("again", 0, 0)
+	ckpt := filepath.Join(t.TempDir(), "ck.gob")
+	if err := newCheckpoint("test", "blobs", m, opt, 1, window{}, 0).Save(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	for it := 1; it <= 2; it++ {
+		if _, err := m.Step(it, opt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eval("after two more steps", 3, 0)
+	m.Params.Get("conv1.w").Data[5] += 0.125
+	eval("after a host write", 0, 1)
+	eval("again", 0, 0)
+	ck, err := LoadCheckpoint(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ck.restore(m, opt); err != nil {
+		t.Fatal(err)
+	}
+	eval("after a checkpoint restored", 0, 1)
+	// Training goes on from the restored values.
+	if _, err := m.Step(3, opt); err != nil {
+		t.Fatal(err)
+	}
+	eval("after the next step", 3, 0)
 }
 
 // A checkpoint written on the device resumes on the CPU and finishes, one

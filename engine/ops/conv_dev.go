@@ -52,10 +52,12 @@ type convDev struct {
 
 	// res, when set, holds the network's parameters on the device
 	// (ConvResident): passes read its weights and leave their weight
-	// gradients in sum for it, seq being this core's place among its ops.
-	// fwds, bwds, fwdN and bwdN count passes and their images for its
-	// Passes.
+	// gradients in its sum buffer for it, seq being this core's place
+	// among its ops; a reader's (an evaluation's) passes read its weights
+	// once it holds the host's values, and take no gradient. fwds, bwds,
+	// fwdN and bwdN count passes and their images for its Passes.
 	res                    *ConvResident
+	reader                 bool
 	seq                    int
 	fwds, bwds, fwdN, bwdN int
 
@@ -66,24 +68,23 @@ type convDev struct {
 	need  convDevNeed
 }
 
-// convDevRes is what a convDev uses on the device. Its kernels, and sum
-// where the parameters are resident (their step reads it after the
-// pass), are its own, released when the convDev is collected (a
-// ConvKernel has no Close); the other buffers are the pass's arena slot's
-// (bind), which the arena owns.
+// convDevRes is what a convDev uses on the device. Its kernels are its
+// own, released when the convDev is collected (a ConvKernel has no
+// Close); the buffers are the pass's arena slot's (bind), which the arena
+// owns, but for w and sum where the parameters are resident: the
+// ConvResident's (its weights, and the sums its step reads after the
+// pass).
 type convDevRes struct {
 	im2col, mask, pool, unpool, reduce *opencl.Kernel
 
 	act, col, z, gA, gB, w, part, sum *opencl.Buffer // float32
 	arg, drop                         *opencl.Buffer // uint8: argmaxes, dropout masks
-	own                               *opencl.Buffer // sum, when it is this core's
 }
 
 func (r *convDevRes) release() {
 	for _, k := range [...]*opencl.Kernel{r.im2col, r.mask, r.pool, r.unpool, r.reduce} {
 		k.Release()
 	}
-	r.own.Release()
 }
 
 // convDevColCap bounds the column buffer (im2col rows of a group of
@@ -207,7 +208,7 @@ func (d *convDev) backward(gOut []float64, gws, gbs [][]float64) {
 // parameters' when there are, else this core's own.
 func (d *convDev) weights() *opencl.Buffer {
 	if d.res != nil {
-		return d.res.r.w
+		return d.res.conv.w
 	}
 	return d.r.w
 }
@@ -293,8 +294,13 @@ func (d *convDev) runForward(N int, x []float64, ws, bs [][]float64, out []float
 	if err := d.resize(N); err != nil {
 		return err
 	}
-	if d.res == nil {
+	switch {
+	case d.res == nil:
 		if err := d.setWeights(ws, bs); err != nil {
+			return err
+		}
+	case d.reader:
+		if err := d.res.readerWeights(ws, bs); err != nil {
 			return err
 		}
 	}
@@ -369,6 +375,9 @@ func convBool(b bool) int {
 func (d *convDev) runBackward(gOut []float64, gws, gbs [][]float64) error {
 	N, od := d.N, d.spec.OutDim()
 	r, nf, L := d.r, d.spec.Filters, len(d.ls)
+	if d.reader {
+		return fmt.Errorf("conv on the device: a backward pass of an op whose graph was to take no gradient (it reads the resident weights)")
+	}
 	sgemm.ToFloat32(d.g32, od, gOut, od, N, od)
 	// gin is the gradient w.r.t. the output of the current block, gout
 	// becomes the one w.r.t. its input (the previous block's output).
@@ -427,11 +436,11 @@ func (d *convDev) runBackward(gOut []float64, gws, gbs [][]float64) error {
 	}
 	if d.res != nil {
 		// The resident parameters' step reads the sums after the pass:
-		// they go to this core's own buffer.
-		if err := convDevEnsure[float32](d.dev, &r.own, d.part); err != nil {
+		// they go to the buffer it keeps for this core.
+		var err error
+		if r.sum, err = d.res.sumBuf(d.seq); err != nil {
 			return err
 		}
-		r.sum = r.own
 	}
 	a := convArgs{k: r.reduce}
 	a.buf(r.part)

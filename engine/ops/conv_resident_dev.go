@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
@@ -10,14 +9,16 @@ import (
 )
 
 // ConvResident keeps a ConvSpec network's parameters on its device for
-// the whole of training: the master weights and biases, Adam's moments and
-// the step's summed gradient (double where the device has cl_khr_fp64,
-// else float32), and the float32 weights the conv kernels read. The ops of
-// every graph of one model share it (ConvNet.SetResident): their forward
-// passes read its weights instead of uploading the host's, and their
-// backward passes leave their weight gradients on the device for
-// GradNormSq and Adam, so that what crosses per step is the images, the
-// features and their gradient, and the norm's one scalar.
+// the whole of training: the master weights and biases, the optimizer's
+// moments and the step's summed gradient (a residentStore), and the
+// float32 weights the conv kernels read. The ops of every training graph
+// of one model share it (ConvNet.SetResident): their forward passes read
+// its weights instead of uploading the host's, and their backward passes
+// leave their weight gradients on the device for GradNormSq and the
+// update (Adam or SGD), so that what crosses per step is the images, the
+// features and their gradient, and the norm's one scalar. The ops of its
+// evaluation graphs read the same weights (ConvNet.ReadResident) once
+// the host's values are known to be theirs (readerWeights).
 //
 // Everything is kept in conv_dev.go's layout, block by block: k1×F rows
 // (row tap·cin + c, the bias last), the layout the weight gradients come
@@ -26,44 +27,47 @@ import (
 // model's); the ops' passes, which may run on two, only mark their
 // gradients (graded).
 type ConvResident struct {
-	dev    *opencl.Device
+	*residentStore
 	spec   ConvSpec
 	ls     []convLayer
-	fp64   bool
-	n      int   // values, all blocks
+	lens   []int // the tensors' lengths, in the model's order
 	partOf []int // block l's first value
 	wOff   []int // block l's wt in w (wrot follows for l ≥ 1)
-	r      *convResRes
+	conv   *convResRes
 
-	mu     sync.Mutex
-	cores  []*convDev // the registered ops' device cores, in registration order
-	graded []bool     // whose gradient this step holds (set by backward)
+	mu      sync.Mutex
+	cores   []*convDev // the training ops' device cores, in registration order
+	graded  []bool     // whose gradient this step holds (set by backward)
+	readers []*convDev // the evaluation ops' device cores
+	order   []*opencl.Buffer
 
-	h64 [3][]float64 // staging: masters, M, V in the device layout
-	h32 []float32
-	sq  [1]float64
-	sq4 [1]float32
+	// snap is the host's tensors (the model's order) whose float32 the
+	// weights w hold, when snapOK: what the masters were uploaded from or
+	// downloaded into, so that an evaluation on unchanged host values
+	// sends nothing, and one on changed values (whoever changed them)
+	// sends them first.
+	snap   [][]float64
+	snapOK bool
 }
 
-// convResRes is what a ConvResident holds on the device.
+// convResRes is what a ConvResident holds on the device besides its
+// store: the packing kernel, the float32 weights and the gradient sums of
+// its cores (sums[i] is cores[i]'s; a released core's goes to the next
+// core registered, so graphs made and dropped episode after episode
+// allocate none).
 type convResRes struct {
-	acc, part, final, adam, pack *opencl.Kernel
-	p, m, v, g, parts, out       *opencl.Buffer // real
-	w                            *opencl.Buffer // float32
+	pack *opencl.Kernel
+	w    *opencl.Buffer // float32
+	sums []*opencl.Buffer
 }
 
 func (r *convResRes) release() {
-	for _, k := range [...]*opencl.Kernel{r.acc, r.part, r.final, r.adam, r.pack} {
-		k.Release()
-	}
-	for _, b := range [...]*opencl.Buffer{r.p, r.m, r.v, r.g, r.parts, r.out, r.w} {
+	r.pack.Release()
+	r.w.Release()
+	for _, b := range r.sums {
 		b.Release()
 	}
 }
-
-// resSumChunk is how many values one item of the norm's first pass sums:
-// fixed, so the order of the sum depends on the parameter count only.
-const resSumChunk = 4096
 
 // NewConvResident allocates the resident parameters of spec on dev. Its
 // values are undefined until Upload.
@@ -75,63 +79,26 @@ func NewConvResident(dev *opencl.Device, spec ConvSpec) (*ConvResident, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &ConvResident{dev: dev, spec: spec, ls: spec.layers(), r: &convResRes{}}
-	runtime.AddCleanup(c, (*convResRes).release, c.r)
-	nf, wLen := spec.Filters, 0
+	c := &ConvResident{spec: spec, ls: spec.layers(), conv: &convResRes{}}
+	runtime.AddCleanup(c, (*convResRes).release, c.conv)
+	nf, n, wLen := spec.Filters, 0, 0
 	for l, ly := range c.ls {
-		c.partOf = append(c.partOf, c.n)
-		c.n += ly.k1 * nf
+		c.partOf = append(c.partOf, n)
+		n += ly.k1 * nf
 		c.wOff = append(c.wOff, wLen)
 		wLen += ly.k1 * nf
 		if l > 0 {
 			wLen += 9 * nf * ly.cin
 		}
+		c.lens = append(c.lens, nf*spec.FanIn(l), nf)
 	}
-	for _, kk := range []struct {
-		k    **opencl.Kernel
-		name string
-	}{{&c.r.acc, "res_acc"}, {&c.r.part, "res_sumsq_part"}, {&c.r.final, "res_sumsq_final"}, {&c.r.adam, "res_adam"}, {&c.r.pack, "res_pack"}} {
-		if *kk.k, err = prog.Kernel(kk.name); err != nil {
-			return nil, err
-		}
-	}
-	// Which real the program compiled decides the buffers' type: the
-	// compiler's cl_khr_fp64, not the host's reading of the extensions.
-	size, err := prog.Kernel("res_real_size")
-	if err != nil {
+	if c.conv.pack, err = prog.Kernel("res_pack"); err != nil {
 		return nil, err
 	}
-	defer size.Release()
-	sb, err := opencl.Alloc[int32](dev, 1)
-	if err != nil {
+	if c.residentStore, err = newResidentStore(dev, prog, n); err != nil {
 		return nil, err
 	}
-	defer sb.Release()
-	var got [1]int32
-	if err = size.SetBuffer(0, sb); err == nil {
-		if err = size.Launch([]int{1}, nil); err == nil {
-			err = opencl.Read(sb, 0, got[:])
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	c.fp64 = got[0] == 8
-	np := (c.n + resSumChunk - 1) / resSumChunk
-	for _, b := range []struct {
-		b **opencl.Buffer
-		n int
-	}{{&c.r.p, c.n}, {&c.r.m, c.n}, {&c.r.v, c.n}, {&c.r.g, c.n}, {&c.r.parts, np}, {&c.r.out, 1}} {
-		if c.fp64 {
-			err = convDevEnsure[float64](dev, b.b, b.n)
-		} else {
-			err = convDevEnsure[float32](dev, b.b, b.n)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := convDevEnsure[float32](dev, &c.r.w, wLen); err != nil {
+	if err := convDevEnsure[float32](dev, &c.conv.w, wLen); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -150,16 +117,30 @@ func (c *ConvResident) Device() *opencl.Device { return c.dev }
 // not on c's device stay as they are (and are reported).
 func (n *ConvNet) SetResident(c *ConvResident) error {
 	for _, op := range n.ops {
-		if err := c.attach(op.kern); err != nil {
+		if err := c.attach(op.kern, false); err != nil {
 			return fmt.Errorf("conv: op %d: %w", op.id, err)
 		}
 	}
 	return nil
 }
 
-// attach makes k's device core read c's weights and leave its gradients
-// to c; once more does nothing.
-func (c *ConvResident) attach(k *ConvKernel) error {
+// ReadResident makes every op the net has applied so far, in a graph that
+// takes no gradient (an evaluation's, a display's), read its weights from
+// c: a forward pass checks that the host's values it is given are the
+// ones c's weights were made from (readerWeights), and sends them first
+// when they are not.
+func (n *ConvNet) ReadResident(c *ConvResident) error {
+	for _, op := range n.ops {
+		if err := c.attach(op.kern, true); err != nil {
+			return fmt.Errorf("conv: op %d: %w", op.id, err)
+		}
+	}
+	return nil
+}
+
+// attach makes k's device core read c's weights, and, unless reader,
+// leave its gradients to c; once more does nothing.
+func (c *ConvResident) attach(k *ConvKernel, reader bool) error {
 	if k.spec != c.spec {
 		return fmt.Errorf("resident parameters of another network")
 	}
@@ -177,16 +158,23 @@ func (c *ConvResident) attach(k *ConvKernel) error {
 		return nil
 	}
 	c.mu.Lock()
-	k.dev.res, k.dev.seq = c, len(c.cores)
+	defer c.mu.Unlock()
+	k.dev.res, k.dev.reader = c, reader
+	if reader {
+		k.dev.seq = len(c.readers)
+		c.readers = append(c.readers, k.dev)
+		return nil
+	}
+	k.dev.seq = len(c.cores)
 	c.cores = append(c.cores, k.dev)
 	c.graded = append(c.graded, false)
-	c.mu.Unlock()
 	return nil
 }
 
-// ReleaseResident undoes SetResident for the net's ops, whose graph is
-// being dropped (a varying episode's): c stops holding their device cores,
-// and the remaining ops keep their order.
+// ReleaseResident undoes SetResident or ReadResident for the net's ops,
+// whose graph is being dropped (a varying episode's): c stops holding
+// their device cores, the remaining ones keep their order, and a released
+// training core's gradient sums go to the next core registered.
 func (n *ConvNet) ReleaseResident(c *ConvResident) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -196,13 +184,40 @@ func (n *ConvNet) ReleaseResident(c *ConvResident) {
 			continue
 		}
 		i := d.seq
+		if d.reader {
+			c.readers = append(c.readers[:i], c.readers[i+1:]...)
+			for j := i; j < len(c.readers); j++ {
+				c.readers[j].seq = j
+			}
+			d.res, d.reader = nil, false
+			continue
+		}
 		c.cores = append(c.cores[:i], c.cores[i+1:]...)
 		c.graded = append(c.graded[:i], c.graded[i+1:]...)
+		if i < len(c.conv.sums) {
+			b := c.conv.sums[i]
+			c.conv.sums = append(c.conv.sums[:i], c.conv.sums[i+1:]...)
+			c.conv.sums = append(c.conv.sums, b)
+		}
 		for j := i; j < len(c.cores); j++ {
 			c.cores[j].seq = j
 		}
 		d.res = nil
 	}
+}
+
+// sumBuf is the buffer core seq leaves its gradient sums in until the
+// step's GradNormSq: the c.n float32 values of conv_dev.go's layout.
+func (c *ConvResident) sumBuf(seq int) (*opencl.Buffer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.conv.sums) <= seq {
+		c.conv.sums = append(c.conv.sums, nil)
+	}
+	if err := convDevEnsure[float32](c.dev, &c.conv.sums[seq], c.n); err != nil {
+		return nil, err
+	}
+	return c.conv.sums[seq], nil
 }
 
 // markGraded records that core seq's gradient sums are this step's.
@@ -220,13 +235,13 @@ func (c *ConvResident) ClearGrads() {
 	c.mu.Unlock()
 }
 
-// Passes is, over the registered ops, the forward and backward passes and
-// the images they took since the last call (a test's count of what had
-// to cross), and zeroes them.
+// Passes is, over the registered ops (training and evaluation), the
+// forward and backward passes and the images they took since the last
+// call (a test's count of what had to cross), and zeroes them.
 func (c *ConvResident) Passes() (fwd, bwd, fwdImages, bwdImages int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, d := range c.cores {
+	for _, d := range append(c.cores[:len(c.cores):len(c.cores)], c.readers...) {
 		fwd, bwd, fwdImages, bwdImages = fwd+d.fwds, bwd+d.bwds, fwdImages+d.fwdN, bwdImages+d.bwdN
 		d.fwds, d.bwds, d.fwdN, d.bwdN = 0, 0, 0, 0
 	}
@@ -261,186 +276,174 @@ func (c *ConvResident) unpackPart(src, w, b []float64, l int) {
 
 // Upload replaces the device's masters and moments with the host's:
 // params, m and v each hold the network's tensors in the model's order
-// (block 0's weights, its bias, block 1's weights, …). Without fp64 the
-// values are rounded to float32. The float32 weights follow.
+// (block 0's weights, its bias, block 1's weights, …); m or v nil leaves
+// that moment as it is (SGD has no second moment, an evaluation none).
+// Without fp64 the values are rounded to float32. The float32 weights
+// follow.
 func (c *ConvResident) Upload(params, m, v [][]float64) error {
-	L := len(c.ls)
+	if params == nil {
+		return fmt.Errorf("conv: no resident parameters to upload")
+	}
 	for i, src := range [3][][]float64{params, m, v} {
-		if len(src) != 2*L {
-			return fmt.Errorf("conv: %d resident tensors, want %d", len(src), 2*L)
+		if err := checkTensors([3]string{"parameter", "first-moment", "second-moment"}[i], src, c.lens); err != nil {
+			return fmt.Errorf("conv: %w", err)
+		}
+	}
+	for i, src := range [3][][]float64{params, m, v} {
+		if src == nil {
+			continue
 		}
 		c.h64[i] = grow64(c.h64[i], c.n)
-		for l := range L {
-			if len(src[2*l]) != c.spec.Filters*c.spec.FanIn(l) || len(src[2*l+1]) != c.spec.Filters {
-				return fmt.Errorf("conv: resident block %d has %d weights and %d biases, want %d and %d",
-					l, len(src[2*l]), len(src[2*l+1]), c.spec.Filters*c.spec.FanIn(l), c.spec.Filters)
-			}
+		for l := range c.ls {
 			c.packPart(c.h64[i][c.partOf[l]:], src[2*l], src[2*l+1], l)
 		}
-		if err := c.write([3]*opencl.Buffer{c.r.p, c.r.m, c.r.v}[i], c.h64[i]); err != nil {
+		if err := c.write(c.buf(i), c.h64[i]); err != nil {
+			c.snapOK = false
 			return err
 		}
 	}
-	return c.packWeights()
-}
-
-func grow64(s []float64, n int) []float64 {
-	if cap(s) < n {
-		return make([]float64, n)
-	}
-	return s[:n]
-}
-
-func (c *ConvResident) write(b *opencl.Buffer, src []float64) error {
-	if c.fp64 {
-		return opencl.Write(b, 0, src)
-	}
-	if cap(c.h32) < len(src) {
-		c.h32 = make([]float32, len(src))
-	}
-	h := c.h32[:len(src)]
-	for i, x := range src {
-		h[i] = float32(x)
-	}
-	return opencl.Write(b, 0, h)
-}
-
-func (c *ConvResident) read(b *opencl.Buffer, dst []float64) error {
-	if c.fp64 {
-		return opencl.Read(b, 0, dst)
-	}
-	if cap(c.h32) < len(dst) {
-		c.h32 = make([]float32, len(dst))
-	}
-	h := c.h32[:len(dst)]
-	if err := opencl.Read(b, 0, h); err != nil {
+	c.ahead = false
+	if err := c.packWeights(); err != nil {
+		c.snapOK = false
 		return err
 	}
-	for i, x := range h {
-		dst[i] = float64(x)
-	}
+	c.setSnap(params)
 	return nil
 }
 
 // Download copies the device's masters and moments into params, m and v
-// (Upload's order): the host's copy for a checkpoint, an evaluation or an
-// export.
+// (Upload's order; m or v nil: not read): the host's copy for a
+// checkpoint, an evaluation or an export.
 func (c *ConvResident) Download(params, m, v [][]float64) error {
-	L := len(c.ls)
+	if params == nil {
+		return fmt.Errorf("conv: no host tensors to download the resident parameters into")
+	}
 	for i, dst := range [3][][]float64{params, m, v} {
-		if len(dst) != 2*L {
-			return fmt.Errorf("conv: %d resident tensors, want %d", len(dst), 2*L)
+		if err := checkTensors([3]string{"parameter", "first-moment", "second-moment"}[i], dst, c.lens); err != nil {
+			return fmt.Errorf("conv: %w", err)
+		}
+	}
+	for i, dst := range [3][][]float64{params, m, v} {
+		if dst == nil {
+			continue
 		}
 		c.h64[i] = grow64(c.h64[i], c.n)
-		if err := c.read([3]*opencl.Buffer{c.r.p, c.r.m, c.r.v}[i], c.h64[i]); err != nil {
+		if err := c.read(c.buf(i), c.h64[i]); err != nil {
 			return err
 		}
-		for l := range L {
+		for l := range c.ls {
 			c.unpackPart(c.h64[i][c.partOf[l]:], dst[2*l], dst[2*l+1], l)
 		}
 	}
+	c.ahead = false
+	c.setSnap(params)
 	return nil
+}
+
+// setSnap records ts as the host's values the weights hold.
+func (c *ConvResident) setSnap(ts [][]float64) {
+	if len(c.snap) != len(ts) {
+		c.snap = make([][]float64, len(ts))
+	}
+	for i, t := range ts {
+		c.snap[i] = append(c.snap[i][:0], t...)
+	}
+	c.snapOK = true
+}
+
+// readerWeights makes the float32 weights float32() of ws and bs, the
+// host's values an evaluation pass was given: nothing crosses when they
+// are, bit for bit, the values the weights were made from; otherwise they
+// go up as the masters (the host's are the truth: the next training step
+// uploads the moments with them). With the masters ahead of the host's
+// (updated on the device since they last came down) the host's values
+// are stale, and the pass is refused rather than run on them.
+func (c *ConvResident) readerWeights(ws, bs [][]float64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ahead {
+		return fmt.Errorf("conv: an evaluation on the host's parameters while the device's are ahead of them: the model's SyncHost must come first")
+	}
+	if c.snapOK && len(ws) == len(c.ls) && len(bs) == len(c.ls) {
+		same := true
+		for l := range c.ls {
+			if !sameBits(ws[l], c.snap[2*l]) || !sameBits(bs[l], c.snap[2*l+1]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return nil
+		}
+	}
+	ts := make([][]float64, 0, 2*len(ws))
+	for l := range ws {
+		ts = append(ts, ws[l])
+		if l < len(bs) {
+			ts = append(ts, bs[l])
+		}
+	}
+	return c.Upload(ts, nil, nil)
 }
 
 // GradNormSq sums the gradients the ops left this step, op by op in
 // registration order, into the step's gradient, and returns its sum of
-// squares (fixed order: chunks of resSumChunk, then the chunks). An op
-// that ran no backward adds nothing; with none, the gradient is zero. The
-// scalar is the only value that comes down.
+// squares (residentStore.gradNormSq: a fixed order). An op that ran no
+// backward adds nothing; with none, the gradient is zero.
 func (c *ConvResident) GradNormSq() (float64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	first := true
-	for i, d := range c.cores {
-		if !c.graded[i] {
-			continue
-		}
-		c.graded[i] = false
-		a := convArgs{k: c.r.acc}
-		a.buf(c.r.g)
-		a.buf(d.r.sum)
-		a.int(c.n)
-		a.int(convBool(first))
-		if err := a.launch(c.n); err != nil {
-			return 0, err
-		}
-		first = false
-	}
-	if first {
-		if err := c.r.g.Zero(); err != nil {
-			return 0, err
+	c.order = c.order[:0]
+	for i := range c.cores {
+		if c.graded[i] {
+			c.graded[i] = false
+			c.order = append(c.order, c.conv.sums[i])
 		}
 	}
-	np := c.r.parts.Len()
-	a := convArgs{k: c.r.part}
-	a.buf(c.r.g)
-	a.int(c.n)
-	a.int(resSumChunk)
-	a.buf(c.r.parts)
-	if err := a.launch(np); err != nil {
-		return 0, err
-	}
-	a = convArgs{k: c.r.final}
-	a.buf(c.r.parts)
-	a.int(np)
-	a.buf(c.r.out)
-	if err := a.launch(1); err != nil {
-		return 0, err
-	}
-	if c.fp64 {
-		err := opencl.Read(c.r.out, 0, c.sq[:])
-		return c.sq[0], err
-	}
-	err := opencl.Read(c.r.out, 0, c.sq4[:])
-	return float64(c.sq4[0]), err
+	return c.gradNormSq(c.order)
 }
 
-// AdamStep is the update of one resident tensor: the gradient's clipping
-// scale, the step (learning rate × scale × bias corrections, as
-// Optimizer.Step gives adamUpdate), Adam's β₁, β₂ and ε, and the decoupled
-// decay's factor 1 − lr·λ when Decay.
-type AdamStep struct {
-	Scale, Step, B1, B2, Eps, Factor float64
-	Decay                            bool
+// tensorRange is where tensor i (Upload's order) lies in the store.
+func (c *ConvResident) tensorRange(i int) (off, n int) {
+	l, nf := i/2, c.spec.Filters
+	off, n = c.partOf[l], (c.ls[l].k1-1)*nf
+	if i%2 == 1 {
+		off, n = off+n, nf
+	}
+	return off, n
 }
 
 // Adam updates every resident tensor (steps in Upload's order) with the
 // gradient GradNormSq summed, then writes the float32 weights the next
 // passes read. Nothing comes back.
 func (c *ConvResident) Adam(steps []AdamStep) error {
-	L, nf := len(c.ls), c.spec.Filters
-	if len(steps) != 2*L {
-		return fmt.Errorf("conv: %d Adam steps for %d resident tensors", len(steps), 2*L)
+	if len(steps) != len(c.lens) {
+		return fmt.Errorf("conv: %d Adam steps for %d resident tensors", len(steps), len(c.lens))
 	}
+	c.snapOK = false
 	for i, s := range steps {
-		l := i / 2
-		off, n := c.partOf[l], (c.ls[l].k1-1)*nf
-		if i%2 == 1 {
-			off, n = off+n, nf
-		}
-		a := convArgs{k: c.r.adam}
-		a.buf(c.r.p)
-		a.buf(c.r.g)
-		a.buf(c.r.m)
-		a.buf(c.r.v)
-		a.int(off)
-		for _, x := range [...]float64{s.Scale, s.Step, s.B1, s.B2, s.Eps, s.Factor} {
-			a.u64(c.bits(x))
-		}
-		a.int(convBool(s.Decay))
-		if err := a.launch(n); err != nil {
+		off, n := c.tensorRange(i)
+		if err := c.adam(off, n, s); err != nil {
 			return err
 		}
 	}
 	return c.packWeights()
 }
 
-// bits is a host scalar as the kernels' SCALAR reads it.
-func (c *ConvResident) bits(x float64) uint64 {
-	if c.fp64 {
-		return math.Float64bits(x)
+// SGD is Adam's twin for SGD with momentum (the first moment being the
+// velocity).
+func (c *ConvResident) SGD(steps []SGDStep) error {
+	if len(steps) != len(c.lens) {
+		return fmt.Errorf("conv: %d SGD steps for %d resident tensors", len(steps), len(c.lens))
 	}
-	return uint64(math.Float32bits(float32(x)))
+	c.snapOK = false
+	for i, s := range steps {
+		off, n := c.tensorRange(i)
+		if err := c.sgd(off, n, s); err != nil {
+			return err
+		}
+	}
+	return c.packWeights()
 }
 
 // packWeights writes the float32 weights (wt, and wrot past block 0) of
@@ -452,14 +455,8 @@ func (c *ConvResident) packWeights() error {
 		if l > 0 {
 			n += 9 * nf * ly.cin
 		}
-		a := convArgs{k: c.r.pack}
-		a.buf(c.r.p)
-		a.int(c.partOf[l])
-		a.buf(c.r.w)
-		a.int(c.wOff[l])
-		a.int(ly.k1)
-		a.int(nf)
-		a.int(ly.cin)
+		a := convArgs{k: c.conv.pack}
+		a.buf(c.r.p).int(c.partOf[l]).buf(c.conv.w).int(c.wOff[l]).int(ly.k1).int(nf).int(ly.cin)
 		if err := a.launch(n); err != nil {
 			return err
 		}

@@ -80,6 +80,36 @@ func residentCompare(t *testing.T, what string, fp64 bool, got, want [][]float64
 	}
 }
 
+// residentRound rounds the host's reference tensors to what the device
+// holds without fp64 (float32 masters); with it, they stay.
+func residentRound(c *ConvResident, tss ...[][]float64) {
+	if c.FP64() {
+		return
+	}
+	for _, ts := range tss {
+		for _, x := range ts {
+			for i := range x {
+				x[i] = float64(float32(x[i]))
+			}
+		}
+	}
+}
+
+// residentGrad puts a random gradient of wide range in c's step gradient
+// and returns it in the model's order.
+func residentGrad(t *testing.T, c *ConvResident, rng *rand.Rand) [][]float64 {
+	t.Helper()
+	g := residentRandom(c.spec, rng, func() float64 { return math.Ldexp(rng.NormFloat64(), -rng.IntN(20)) })
+	h := make([]float64, c.n)
+	for l := range c.spec.Blocks {
+		c.packPart(h[c.partOf[l]:], g[2*l], g[2*l+1], l)
+	}
+	if err := c.write(c.r.g, h); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // The device's Adam is engine/optim.go's on random inputs: with double
 // masters (cl_khr_fp64, which PoCL has) the parameters and moments are the
 // host's bits after each of three steps with decay, an LR scale and a
@@ -100,25 +130,10 @@ func TestResidentAdamMatchesHost(t *testing.T) {
 	if err := c.Upload(p, m, v); err != nil {
 		t.Fatal(err)
 	}
-	if !c.FP64() { // the host's reference starts from what the device holds
-		for _, ts := range [][][]float64{p, m, v} {
-			for _, x := range ts {
-				for i := range x {
-					x[i] = float64(float32(x[i]))
-				}
-			}
-		}
-	}
+	residentRound(c, p, m, v)
 	gp, gm, gv := residentZeros(spec), residentZeros(spec), residentZeros(spec)
 	for it := 1; it <= 3; it++ {
-		g := residentRandom(spec, rng, func() float64 { return math.Ldexp(rng.NormFloat64(), -rng.IntN(20)) })
-		h := make([]float64, c.n)
-		for l := range spec.Blocks {
-			c.packPart(h[c.partOf[l]:], g[2*l], g[2*l+1], l)
-		}
-		if err := c.write(c.r.g, h); err != nil {
-			t.Fatal(err)
-		}
+		g := residentGrad(t, c, rng)
 		steps := residentSteps(spec, it, 0.25*float64(it))
 		if err := c.Adam(steps); err != nil {
 			t.Fatal(err)
@@ -135,7 +150,7 @@ func TestResidentAdamMatchesHost(t *testing.T) {
 	}
 	// The weights the kernels read: convDev.setWeights's packing.
 	nf := spec.Filters
-	want := make([]float32, c.r.w.Len())
+	want := make([]float32, c.conv.w.Len())
 	for l, ly := range c.ls {
 		wt := want[c.wOff[l] : c.wOff[l]+ly.k1*nf]
 		var wrot []float32
@@ -145,7 +160,7 @@ func TestResidentAdamMatchesHost(t *testing.T) {
 		convPackIm2col(wt, wrot, gp[2*l], gp[2*l+1], ly.cin, nf)
 	}
 	got := make([]float32, len(want))
-	if err := opencl.Read(c.r.w, 0, got); err != nil {
+	if err := opencl.Read(c.conv.w, 0, got); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, want) {
@@ -172,7 +187,7 @@ func TestResidentConvMatchesPart1(t *testing.T) {
 	var res, ref []*ConvKernel
 	for range probs {
 		k := newConvDevKernel(t, dev, spec)
-		if err := c.attach(k); err != nil {
+		if err := c.attach(k, false); err != nil {
 			t.Fatal(err)
 		}
 		res, ref = append(res, k), append(ref, newConvDevKernel(t, dev, spec))
@@ -274,7 +289,7 @@ func TestResidentNaNNorm(t *testing.T) {
 	}
 	pr := newConvProblem(spec, 3, 5)
 	k := newConvDevKernel(t, dev, spec)
-	if err := c.attach(k); err != nil {
+	if err := c.attach(k, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Upload(residentTensors(pr.ws, pr.bs), residentZeros(spec), residentZeros(spec)); err != nil {
@@ -305,7 +320,7 @@ func TestResidentRelease(t *testing.T) {
 	var ks []*ConvKernel
 	for range 3 {
 		k := newConvDevKernel(t, dev, spec)
-		if err := c.attach(k); err != nil {
+		if err := c.attach(k, false); err != nil {
 			t.Fatal(err)
 		}
 		ks = append(ks, k)
@@ -327,5 +342,174 @@ func TestResidentRelease(t *testing.T) {
 	got, err := c.GradNormSq()
 	if err != nil || math.Abs(got-want) > 1e-12*want {
 		t.Fatalf("square norm %v (%v), want %v", got, err, want)
+	}
+}
+
+// residentHostSGD is engine/optim.go's SGD update of tensor p: the decay,
+// then sgdUpdate.
+func residentHostSGD(p, g, m []float64, s SGDStep) {
+	if s.Decay {
+		floats.Scale(s.Factor, p)
+	}
+	for j := range p {
+		m[j] = float64(s.Momentum*m[j]) + float64(g[j]*s.Scale)
+		p[j] -= float64(s.LR * m[j])
+	}
+}
+
+// The device's SGD with momentum is engine/optim.go's on random inputs:
+// with double masters the parameters and velocities are the host's bits
+// after each of three steps with decay, an LR scale and a clipping scale
+// (float32 masters: within float32's rounding, 1e-6 relative L2).
+func TestResidentSGDMatchesHost(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	p := residentRandom(spec, rng, rng.NormFloat64)
+	m := residentRandom(spec, rng, func() float64 { return 0.01 * rng.NormFloat64() })
+	if err := c.Upload(p, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	residentRound(c, p, m)
+	gp, gm := residentZeros(spec), residentZeros(spec)
+	for it := 1; it <= 3; it++ {
+		g := residentGrad(t, c, rng)
+		var steps []SGDStep
+		for range spec.Blocks {
+			steps = append(steps, SGDStep{Scale: 0.3 * float64(it), LR: 0.05, Momentum: 0.9, Factor: 1 - 0.05*0.01, Decay: true},
+				SGDStep{Scale: 0.3 * float64(it), LR: 0.025, Momentum: 0.9})
+		}
+		if err := c.SGD(steps); err != nil {
+			t.Fatal(err)
+		}
+		for i := range p {
+			residentHostSGD(p[i], g[i], m[i], steps[i])
+		}
+		if err := c.Download(gp, gm, nil); err != nil {
+			t.Fatal(err)
+		}
+		residentCompare(t, "parameters", c.FP64(), gp, p)
+		residentCompare(t, "velocities", c.FP64(), gm, m)
+	}
+}
+
+// Graphs made and dropped one after another (Meta-Dataset's episode
+// shapes, two task stages each) allocate no device memory once the first
+// has run: the gradient sums of a dropped graph's ops serve the next
+// graph's, as the arena's slots serve their passes.
+func TestResidentSumsReused(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &Pool{}
+	pool.SetDevice(dev)
+	pr := newConvProblem(spec, 4, 8)
+	if err := c.Upload(residentTensors(pr.ws, pr.bs), residentZeros(spec), residentZeros(spec)); err != nil {
+		t.Fatal(err)
+	}
+	var allocs int64
+	for round := range 5 {
+		var net ConvNet
+		for range 2 {
+			k, err := NewConvKernel(pool, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.attach(k, false); err != nil {
+				t.Fatal(err)
+			}
+			net.ops = append(net.ops, &ConvOp{kern: k})
+			pr.run(t, k, uint64(round), true)
+		}
+		if _, err := c.GradNormSq(); err != nil {
+			t.Fatal(err)
+		}
+		net.ReleaseResident(c)
+		got := dev.MemStats().Allocs
+		if round == 0 {
+			allocs = got
+		} else if got != allocs {
+			t.Fatalf("graph %d: %d device buffers allocated so far, %d after the first graph", round+1, got, allocs)
+		}
+	}
+	if len(c.conv.sums) != 2 {
+		t.Errorf("%d gradient-sum buffers for two ops at a time", len(c.conv.sums))
+	}
+}
+
+// An evaluation op reading the resident weights sends only its images up
+// (and its features down) while the host's values are the ones the
+// weights were made from; values changed on the host, whoever changed
+// them, go up (the masters, one write) before the pass that is given them, so its output is part
+// 1's on those values, bit for bit; with the device's masters ahead of
+// the host's the pass is refused, and it takes no gradient.
+func TestResidentReaderWeights(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := newConvProblem(spec, 3, 9)
+	k, ref := newConvDevKernel(t, dev, spec), newConvDevKernel(t, dev, spec)
+	if err := c.attach(k, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Upload(residentTensors(pr.ws, pr.bs), residentZeros(spec), residentZeros(spec)); err != nil {
+		t.Fatal(err)
+	}
+	pass := func(what string, writes int64) {
+		t.Helper()
+		before := dev.Transfers()
+		got := pr.forward(t, k, 1, false)
+		after := dev.Transfers()
+		if w, r := after.Writes-before.Writes, after.Reads-before.Reads; w != writes || r != 1 {
+			t.Errorf("%s: %d writes and %d reads, want %d and 1", what, w, r, writes)
+		}
+		if want := pr.forward(t, ref, 1, false); !slices.Equal(got, want) {
+			t.Errorf("%s: the features differ from part 1's on the host's values", what)
+		}
+	}
+	pass("unchanged", 1)
+	pass("unchanged again", 1)
+	pr.ws[1][4] += 0.25 // a host write nobody announced
+	pass("a weight changed on the host", 2)
+	pass("unchanged after it", 1)
+	pr.bs[0][0] = math.Copysign(0, -1)
+	pass("a bias changed to −0", 2)
+	pr.bs[0][0] = 0 // +0: another float32 weight bit
+	pass("−0 to +0", 2)
+	// An update on the device (of the decay alone: no op left a
+	// gradient): the host's values are behind.
+	if _, err := c.GradNormSq(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Adam(residentSteps(spec, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pr.runErr(k); err == nil {
+		t.Fatal("an evaluation pass on stale host values ran")
+	} else {
+		t.Log(err)
+	}
+	gw := residentZeros(spec)
+	if err := c.Download(gw, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for l := range spec.Blocks {
+		pr.ws[l], pr.bs[l] = gw[2*l], gw[2*l+1]
+	}
+	pass("after the download", 1)
+	pr.forward(t, k, 1, true)
+	g := residentZeros(spec)
+	if err := k.Backward(pr.r, [][]float64{g[0], g[2]}, [][]float64{g[1], g[3]}); err == nil {
+		t.Error("an evaluation op took a gradient")
 	}
 }

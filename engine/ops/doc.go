@@ -54,11 +54,13 @@
 // passes there too (flow_dev.go, cl/flow.cl): all tasks side by side in
 // CLBlast products, each task's weight gradients summed in task order.
 // Weights go up and gradients come down once a pass, unless a
-// ConvResident (conv_resident_dev.go, cl/adam.cl) holds a conv network's
-// parameters: its ops then read the float32 weights it packs from its
-// masters and leave their weight gradients on the device for its
-// fixed-order square norm and its Adam kernel (vecmath.Adam's order of
-// operations: with double masters, the host's bits). Activations stay on
+// ConvResident (conv_resident_dev.go on resident_dev.go's store,
+// cl/adam.cl) holds a conv network's parameters: its ops then read the
+// float32 weights it packs from its masters and leave their weight
+// gradients on the device for its fixed-order square norm and its Adam or
+// SGD kernel (the host's order of operations: with double masters, the
+// host's bits); an evaluation's ops read the same weights, which go up
+// only when the host's values they are given differ. Activations stay on
 // the device, in slots of the pool's device arena (device_arena.go), held
 // from Forward to the end of Backward and grown, never shrunk, so graphs
 // of new shapes (Meta-Dataset's varying episodes) reuse them; device_mem.go

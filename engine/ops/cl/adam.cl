@@ -1,6 +1,7 @@
-// Resident parameters (engine/ops/conv_resident_dev.go): a backbone's
-// master weights, Adam's moments and its summed gradient live on the
-// device as `real`, double where the device has cl_khr_fp64, else float.
+// Resident parameters (engine/ops/resident_dev.go, conv_resident_dev.go):
+// a backbone's master weights, the optimizer's moments and its summed
+// gradient live on the device as `real`, double where the device has
+// cl_khr_fp64, else float.
 // Host scalars arrive as the bits of a double (ulong), or of a float in
 // the low 32 bits without fp64.
 //
@@ -63,6 +64,19 @@ __kernel void res_adam(__global real *p, __global const real *g, __global real *
 	m[i] = mi;
 	v[i] = vi;
 	p[i] = pi - step * mi / (sqrt(vi) + eps);
+}
+
+// res_sgd is engine/optim.go's SGD with momentum on n values from off:
+// the decoupled decay p·factor first, then sgdUpdate's m = mom·m + g·scale
+// and p − lr·m, each product rounded before its sum.
+__kernel void res_sgd(__global real *p, __global const real *g, __global real *m, const int off,
+                      const ulong scaleB, const ulong lrB, const ulong momB, const ulong factorB, const int decay) {
+	int i = off + get_global_id(0);
+	real pi = p[i];
+	if (decay) pi = pi * SCALAR(factorB);
+	real mi = SCALAR(momB) * m[i] + g[i] * SCALAR(scaleB);
+	m[i] = mi;
+	p[i] = pi - SCALAR(lrB) * mi;
 }
 
 // res_pack writes one conv block's float32 weights from its masters (the
