@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"runtime"
@@ -238,21 +239,31 @@ func TestDeviceMemoryEstimateMatchesMeasured(t *testing.T) {
 // Varying episodes on the device (a graph per shape, as Meta-Dataset's)
 // reuse the device arena's buffers: after the first 20 episodes (by then
 // the largest shape of varyBlobs' draw from cfg.Seed has run) no episode
-// allocates on the device, and its peak stays within the estimate. The
-// backbone's parameters are not resident here: ops.ConvResident keeps
-// each attached core's gradient sums in a buffer of the core's own, so a
-// new training graph still makes one.
+// allocates on the device, and its peak stays within the estimate; with
+// the backbone's parameters resident or not (a new graph's ops take the
+// gradient-sum buffers of the dropped graph's).
 func TestDeviceMemoryVaryingEpisodes(t *testing.T) {
 	dev := testDeviceInUse(t)
+	for _, resident := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resident=%v", resident), func(t *testing.T) {
+			residentOff = !resident
+			defer func() { residentOff = false }()
+			deviceVaryingEpisodes(t, dev)
+		})
+	}
+}
+
+func deviceVaryingEpisodes(t *testing.T, dev *opencl.Device) {
 	cfg := varyConfig("vrf+ctx")
-	residentOff = true
-	defer func() { residentOff = false }()
 	src := varyBlobs{blobs{way: 4, side: 7}, 3, 2}
 	m, err := NewModel(cfg, src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
+	if (m.res != nil) == residentOff {
+		t.Fatalf("resident parameters: %v", m.res != nil)
+	}
 	opt := NewOptimizer(cfg, m.Params.List)
 	var grads [][]float64
 	var allocs []int64
