@@ -4,8 +4,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
+	"github.com/mkbench/mkbench/engine/ops"
 	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/task"
 	"github.com/mkbench/mkbench/internal/testutil"
@@ -89,11 +91,113 @@ func BenchmarkOmniglotLikeStep(b *testing.B) {
 	benchStep(b, omniglotLikeConfig(), blobs{way: 5, side: 28})
 }
 
-// benchStep times m's training step and reports the live heap afterwards
-// and the ops of the step's graphs: gorgonia's cost per op, not the
-// arithmetic, dominated the small steps, so a growing op count is a
-// regression of its own.
-func benchStep(b *testing.B, cfg Config, src task.Source) {
+// mdLikeShapes are the episodes BenchmarkMetaDatasetLikeStep cycles
+// through: Meta-Dataset's kind (ways and shots vary, classes uneven),
+// smaller than its largest (50 ways, 500 support images) so that PoCL
+// runs a step in tens of seconds. Each is {way, support images of each
+// class…, queries a class}.
+var mdLikeShapes = [][]int{
+	{5, 1, 2, 1, 3, 1, 2},
+	{8, 2, 1, 1, 2, 3, 1, 2, 2, 2},
+	{6, 4, 3, 5, 2, 4, 3, 3},
+}
+
+// mdLike is a task.Varying source of 84×84 RGB images of mdLikeShapes'
+// episodes, one after another (datasets.MetaDataset's episodes, whose
+// sampler needs the converted records, drawn at these shapes): every
+// episode has another shape than the one before, so each step builds its
+// graphs, as Meta-Dataset's steps do (the model keeps one varying shape).
+type mdLike struct{ next *atomic.Uint64 }
+
+func (mdLike) Name() string { return "metadataset-like" }
+func (mdLike) InDim() int   { return 3 * mdLikeSide * mdLikeSide }
+func (mdLike) OutDim() int {
+	w := 0
+	for _, s := range mdLikeShapes {
+		w = max(w, s[0])
+	}
+	return w
+}
+func (mdLike) Sample(*rand.Rand, *task.Batch) { panic("mdLike: Sample") }
+
+const mdLikeSide = 84
+
+func (s mdLike) SampleVarying(rng *rand.Rand, b *task.Batch) {
+	sh := mdLikeShapes[(s.next.Add(1)-1)%uint64(len(mdLikeShapes))]
+	way, shots, q := sh[0], sh[1:1+sh[0]], sh[1+sh[0]]
+	ns := 0
+	for _, k := range shots {
+		ns += k
+	}
+	in := s.InDim()
+	b.Resize(1, ns, way*q, in, way)
+	tmpl := make([]float64, way*in)
+	for i := range tmpl {
+		tmpl[i] = rng.Float64()
+	}
+	row := func(x, y []float64, r, c int) {
+		for k := 0; k < in; k++ {
+			x[r*in+k] = tmpl[c*in+k] + 0.2*rng.NormFloat64()
+		}
+		clear(y[r*way : (r+1)*way])
+		y[r*way+c] = 1
+	}
+	r := 0
+	for c, k := range shots {
+		for range k {
+			row(b.XS, b.YS, r, c)
+			r++
+		}
+	}
+	for i := range way * q {
+		row(b.XQ, b.YQ, i, i%way)
+	}
+}
+
+// mdLikeConfig mirrors the metadataset preset (the Omniglot heads,
+// metakernel, on ResNet-18 ψ at 84×84, varying episodes one a step) with
+// the bounds of mdLikeShapes.
+func mdLikeConfig() Config {
+	c := omniglotLikeConfig()
+	r := ops.ResNet18(3, mdLikeSide, mdLikeSide)
+	c.Conv, c.Backbone, c.ResNet = nil, BackboneResNet18, &r
+	c.Varying, c.MetaBatch = true, 1
+	c.Way, c.Shot, c.Query = 0, 0, 0
+	for _, sh := range mdLikeShapes {
+		ns := 0
+		for _, k := range sh[1 : 1+sh[0]] {
+			ns += k
+		}
+		c.Way, c.Shot, c.Query = max(c.Way, sh[0]), max(c.Shot, ns), max(c.Query, sh[1+sh[0]])
+	}
+	c.EvalQuery = c.Query
+	return c
+}
+
+// BenchmarkMetaDatasetLikeStep times one training step of the metadataset
+// preset's model (ResNet-18 at 84×84) on episodes of varying ways and
+// shots (mdLikeShapes in turn, a graph built each step as on
+// Meta-Dataset). Use -benchtime Nx with N a multiple of 3, the shapes.
+func BenchmarkMetaDatasetLikeStep(b *testing.B) {
+	benchStepOn(b, mdLikeConfig(), mdLike{new(atomic.Uint64)}, nil, len(mdLikeShapes))
+}
+
+// benchStep times cfg's training step on src, after one untimed step
+// (see benchStepOn).
+func benchStep(b *testing.B, cfg Config, src task.Source) { benchStepOn(b, cfg, src, nil, 1) }
+
+// benchStepOn times m's training step, after warm steps untimed (a varying
+// source's shapes, a device's first compilations), and reports the live
+// heap afterwards and the ops of the step's graphs: gorgonia's cost per
+// op, not the arithmetic, dominated the small steps, so a growing op
+// count is a regression of its own. With dev (the engine's device) it
+// also reports what the device measured per step: the copies' time
+// (xfer-ms/op), the bytes they moved (xfer-B/op), the time of the kernels
+// (kernel-ms/op) and of CLBlast's products (sgemm-ms/op, each from the
+// end of the work before it: see opencl.Timing), so that the share of a
+// step the copies take is read off one run; timing the kernels costs an
+// event each, which ns/op includes.
+func benchStepOn(b *testing.B, cfg Config, src task.Source, dev *opencl.Device, warm int) {
 	m, err := NewModel(cfg, src)
 	if err != nil {
 		b.Fatal(err)
@@ -101,17 +205,40 @@ func benchStep(b *testing.B, cfg Config, src task.Source) {
 	defer m.Close()
 	opt := NewOptimizer(m.Cfg, m.Params.List)
 	var grads [][]float64
-	if _, err := m.trainStep(0, opt, &grads); err != nil {
-		b.Fatal(err)
+	for i := range warm {
+		if _, err := m.trainStep(i, opt, &grads); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var t0 opencl.Timing
+	var x0 opencl.Transfers
+	if dev != nil {
+		dev.ProfileKernels(true)
+		defer dev.ProfileKernels(false)
+		if t0, err = dev.Timing(); err != nil {
+			b.Fatal(err)
+		}
+		x0 = dev.Transfers()
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := m.trainStep(i+1, opt, &grads); err != nil {
+		if _, err := m.trainStep(warm+i, opt, &grads); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
+	if dev != nil {
+		t1, err := dev.Timing()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, x1, n := t1.Sub(t0), dev.Transfers(), float64(b.N)
+		b.ReportMetric(float64(t.TransferNS())/1e6/n, "xfer-ms/op")
+		b.ReportMetric(float64(x1.WriteBytes-x0.WriteBytes+x1.ReadBytes-x0.ReadBytes)/n, "xfer-B/op")
+		b.ReportMetric(float64(t.KernelNS)/1e6/n, "kernel-ms/op")
+		b.ReportMetric(float64(t.BlasNS)/1e6/n, "sgemm-ms/op")
+	}
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
@@ -165,11 +292,26 @@ func TestOpCounts(t *testing.T) {
 
 var sin = math.Sin
 
-// BenchmarkOmniglotLikeStepDevice is BenchmarkOmniglotLikeStep with the
-// backbone on the first OpenCL device (the head, flows and optimizer stay
-// on the CPU: issue 43's part 1). On PoCL the figure is the path's
-// overhead, not a GPU's speed; it is skipped without a platform.
+// BenchmarkOmniglotLikeStepDevice is BenchmarkOmniglotLikeStep on the
+// first OpenCL device (what runs there: docs/gpu.md), with what the device
+// measured per step beside ns/op (see benchStep). On PoCL the figure is
+// the path's overhead, not a GPU's speed; it is skipped without a
+// platform.
 func BenchmarkOmniglotLikeStepDevice(b *testing.B) {
+	dev := benchDevice(b)
+	benchStepOn(b, omniglotLikeConfig(), blobs{way: 5, side: 28}, dev, 1)
+}
+
+// BenchmarkMetaDatasetLikeStepDevice is BenchmarkMetaDatasetLikeStep on
+// the first OpenCL device, reported as BenchmarkOmniglotLikeStepDevice.
+func BenchmarkMetaDatasetLikeStepDevice(b *testing.B) {
+	dev := benchDevice(b)
+	benchStepOn(b, mdLikeConfig(), mdLike{new(atomic.Uint64)}, dev, len(mdLikeShapes))
+}
+
+// benchDevice opens the first OpenCL device and makes the engine use it
+// until the benchmark ends; it skips without a platform.
+func benchDevice(b *testing.B) *opencl.Device {
 	sel, err := opencl.ParseSelection("opencl")
 	if err != nil {
 		b.Fatal(err)
@@ -182,7 +324,7 @@ func BenchmarkOmniglotLikeStepDevice(b *testing.B) {
 		testutil.OpenCL(b, err)
 	}
 	UseDevice(dev)
-	defer func() { UseDevice(nil); dev.Close() }()
+	b.Cleanup(func() { UseDevice(nil); dev.Close() })
 	b.Logf("device %s", DeviceLabel())
-	benchStep(b, omniglotLikeConfig(), blobs{way: 5, side: 28})
+	return dev
 }

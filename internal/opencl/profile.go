@@ -2,6 +2,7 @@ package opencl
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -76,8 +77,8 @@ type pendingEvent struct {
 
 // profiler holds the events not read yet and the sums of those read.
 type profiler struct {
+	on      atomic.Bool // kernels and products are timed (read at every launch)
 	mu      sync.Mutex
-	on      bool // kernels and products are timed
 	pending []pendingEvent
 	t       Timing
 }
@@ -85,17 +86,9 @@ type profiler struct {
 // ProfileKernels turns the timing of kernels and CLBlast products on or
 // off (copies are always timed); it applies to the commands queued after
 // it.
-func (d *Device) ProfileKernels(on bool) {
-	d.prof.mu.Lock()
-	d.prof.on = on
-	d.prof.mu.Unlock()
-}
+func (d *Device) ProfileKernels(on bool) { d.prof.on.Store(on) }
 
-func (d *Device) profilingKernels() bool {
-	d.prof.mu.Lock()
-	defer d.prof.mu.Unlock()
-	return d.prof.on
-}
+func (d *Device) profilingKernels() bool { return d.prof.on.Load() }
 
 // Timing finishes the queue and returns what the device measured so far.
 func (d *Device) Timing() (Timing, error) {
