@@ -8,6 +8,7 @@ import (
 	"github.com/mkbench/mkbench/engine"
 	"github.com/mkbench/mkbench/engine/ops"
 	"github.com/mkbench/mkbench/internal/task"
+	"github.com/mkbench/mkbench/presets"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -20,8 +21,24 @@ import (
 // images through a gorgonia tape machine: forward with dropout, backward to
 // every weight and bias, and an Adam update of the engine's optimizer. The
 // loss is Σ features ⊙ R, so nearly all the time is the extractor's.
-func BenchmarkConv4Step(b *testing.B) {
-	spec := ops.Conv4Omniglot
+func BenchmarkConv4Step(b *testing.B) { benchConvStep(b, ops.Conv4Omniglot, ops.Conv4Batch) }
+
+// BenchmarkConv5Step is BenchmarkConv4Step for the Conv-5 backbone of the
+// 84×84 presets (folder-5w1s, mini-5w1s: 84×84×3, five blocks of 64
+// filters, keep 0.5, floor pooling) on one of their episodes, 5 ways × (1
+// shot + 15 queries) = 80 images; a training iteration runs MetaBatch (8)
+// of them. Its PyTorch peer is testdata/torch_conv5.py.
+func BenchmarkConv5Step(b *testing.B) {
+	p, err := presets.Get("folder-5w1s")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := p.Config
+	benchConvStep(b, *c.Conv, c.Way*(c.Shot+c.Query))
+}
+
+// benchConvStep times a training step of the network spec on n images.
+func benchConvStep(b *testing.B, spec ops.ConvSpec, n int) {
 	net, err := ops.NewConvNet(nil, spec)
 	if err != nil {
 		b.Fatal(err)
@@ -38,18 +55,18 @@ func BenchmarkConv4Step(b *testing.B) {
 	}
 	ops.InitConvParams(spec, rng, wd, bd)
 	g := G.NewGraph()
-	xd := make([]float64, ops.Conv4Batch*spec.InDim())
+	xd := make([]float64, n*spec.InDim())
 	for i := range xd {
 		xd[i] = rng.Float64()
 	}
-	rd := make([]float64, ops.Conv4Batch*spec.OutDim())
+	rd := make([]float64, n*spec.OutDim())
 	for i := range rd {
 		rd[i] = rng.NormFloat64()
 	}
-	x := G.NewMatrix(g, G.Float64, G.WithShape(ops.Conv4Batch, spec.InDim()), G.WithName("x"),
-		G.WithValue(tensor.New(tensor.WithShape(ops.Conv4Batch, spec.InDim()), tensor.WithBacking(xd))))
-	r := G.NewMatrix(g, G.Float64, G.WithShape(ops.Conv4Batch, spec.OutDim()), G.WithName("R"),
-		G.WithValue(tensor.New(tensor.WithShape(ops.Conv4Batch, spec.OutDim()), tensor.WithBacking(rd))))
+	x := G.NewMatrix(g, G.Float64, G.WithShape(n, spec.InDim()), G.WithName("x"),
+		G.WithValue(tensor.New(tensor.WithShape(n, spec.InDim()), tensor.WithBacking(xd))))
+	r := G.NewMatrix(g, G.Float64, G.WithShape(n, spec.OutDim()), G.WithName("R"),
+		G.WithValue(tensor.New(tensor.WithShape(n, spec.OutDim()), tensor.WithBacking(rd))))
 	var nodes []*G.Node
 	for _, p := range params {
 		val := tensor.New(tensor.WithShape(p.Shape...), tensor.WithBacking(p.Data))
@@ -102,5 +119,5 @@ func BenchmarkConv4Step(b *testing.B) {
 		i++
 		step(i)
 	}
-	ops.ConvReport(b, cpu0, ops.ConvFlops(spec, ops.Conv4Batch, true))
+	ops.ConvReport(b, cpu0, ops.ConvFlops(spec, n, true))
 }

@@ -8,7 +8,8 @@ import (
 // Float is an element type of the products.
 type Float interface{ ~float32 | ~float64 }
 
-// Blocking parameters. A register tile is at most tileRows×cols[T]();
+// Blocking parameters. A register tile is at most tileRows×cols[T]()
+// (maxRows×cols[T]() for full panels of a kernel set with more Rows);
 // kcMax bounds the depth of one pass so that a full panel of B (kcMax rows
 // of 64 bytes = 16 KiB) stays in L1 while the row tiles stream past it, and
 // mcMax rows of A (read in place, never packed) bound the block kept in L2
@@ -16,9 +17,11 @@ type Float interface{ ~float32 | ~float64 }
 // every direction.
 const (
 	tileRows = 6
-	kcMax    = 256
-	mcMax    = 144
-	ncMax    = 512
+	// maxRows bounds Kernels.Rows: the workspace tile holds that many.
+	maxRows = 12
+	kcMax   = 256
+	mcMax   = 144
+	ncMax   = 512
 	// maxCols sizes the arrays that hold a tile: the widest tile, of
 	// float32. A float64 tile uses the first half of each row's slots.
 	maxCols = 16
@@ -63,6 +66,10 @@ type Kernels[T Float] struct {
 	// dst transposed (row stride ldd). Otherwise the packer copies eight
 	// rows side by side.
 	Transpose8 func(dst *T, ldd int, src *T, lds, rows, nblk int)
+	// Rows, if not 0, is the most rows of a Full kernel's tile (at most
+	// maxRows, and mcMax a multiple of it); Half kernels and sets with 0
+	// take tileRows.
+	Rows int
 }
 
 // GoKernels are the portable micro-kernels (see kernel_go.go).
@@ -88,8 +95,8 @@ type Epilogue[T Float] struct {
 // Workspace holds the packing buffers of a product; see sgemm.Workspace.
 type Workspace[T Float] struct {
 	pb    []T
-	tile  [tileRows * maxCols]T
-	tmask [tileRows * maxCols]T
+	tile  [maxRows * maxCols]T
+	tmask [maxRows * maxCols]T
 }
 
 // GemmEpilogue computes C = alpha·op(A)·op(B) + beta·C followed by the
@@ -150,12 +157,12 @@ func panel[T Float](rem int) (width, valid int) {
 	return width, min(rem, width)
 }
 
-// tiles splits mc rows into the fewest tiles of at most tileRows rows, as
+// tiles splits mc rows into the fewest tiles of at most rows rows, as
 // evenly as possible: tile t has base+1 rows if t < extra, else base. Even
-// tiles keep every tile near 6 rows (M = 20 → 5+5+5+5 rather than
-// 6+6+6+2), so that each keeps ≥ 10 independent accumulators busy.
-func tiles(mc int) (nt, base, extra int) {
-	nt = (mc + tileRows - 1) / tileRows
+// tiles keep every tile near the most rows (M = 20 → 5+5+5+5 rather than
+// 6+6+6+2 for 6), so that each keeps many independent accumulators busy.
+func tiles(mc, rows int) (nt, base, extra int) {
+	nt = (mc + rows - 1) / rows
 	return nt, mc / nt, mc % nt
 }
 
@@ -163,7 +170,12 @@ func tiles(mc int) (nt, base, extra int) {
 // Column panels are the outer loop so that a panel of B stays in L1 while
 // the kernel runs down the row tiles.
 func (w *Workspace[T]) block(ks *Kernels[T], tA, tB bool, a []T, lda int, b []T, ldb int, c []T, ldc int, ep *Epilogue[T], alpha, beta T, flags, ic, mc, pc, kc, jc, nc int) {
-	nt, base, extra := tiles(mc)
+	var tl [2][3]int // the tiles of full and half panels
+	tl[1][0], tl[1][1], tl[1][2] = tiles(mc, tileRows)
+	tl[0] = tl[1]
+	if ks.Rows != 0 {
+		tl[0][0], tl[0][1], tl[0][2] = tiles(mc, ks.Rows)
+	}
 	var ap *T
 	sa, ra := lda, 1
 	if tA {
@@ -184,10 +196,11 @@ func (w *Workspace[T]) block(ks *Kernels[T], tA, tB bool, a []T, lda int, b []T,
 		} else {
 			bp = &w.pb[j0*kc]
 		}
-		kern := ks.Full
+		kern, half := ks.Full, 0
 		if width != cols[T]() {
-			kern = ks.Half
+			kern, half = ks.Half, 1
 		}
+		nt, base, extra := tl[half][0], tl[half][1], tl[half][2]
 		if valid == width {
 			var mask *T
 			if flags&FlagMask != 0 {

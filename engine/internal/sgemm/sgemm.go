@@ -47,7 +47,7 @@ var (
 	active = impls[0]
 )
 
-// Kernel names the micro-kernel in use: "avx2" or "go".
+// Kernel names the micro-kernel in use: "avx512", "avx2" or "go".
 func Kernel() string { return active.name }
 
 // Epilogue is work fused into the store of a product: a row bias, ReLU
