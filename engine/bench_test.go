@@ -124,34 +124,8 @@ const mdLikeSide = 84
 
 func (s mdLike) SampleVarying(rng *rand.Rand, b *task.Batch) {
 	sh := mdLikeShapes[(s.next.Add(1)-1)%uint64(len(mdLikeShapes))]
-	way, shots, q := sh[0], sh[1:1+sh[0]], sh[1+sh[0]]
-	ns := 0
-	for _, k := range shots {
-		ns += k
-	}
-	in := s.InDim()
-	b.Resize(1, ns, way*q, in, way)
-	tmpl := make([]float64, way*in)
-	for i := range tmpl {
-		tmpl[i] = rng.Float64()
-	}
-	row := func(x, y []float64, r, c int) {
-		for k := 0; k < in; k++ {
-			x[r*in+k] = tmpl[c*in+k] + 0.2*rng.NormFloat64()
-		}
-		clear(y[r*way : (r+1)*way])
-		y[r*way+c] = 1
-	}
-	r := 0
-	for c, k := range shots {
-		for range k {
-			row(b.XS, b.YS, r, c)
-			r++
-		}
-	}
-	for i := range way * q {
-		row(b.XQ, b.YQ, i, i%way)
-	}
+	way := sh[0]
+	sampleUneven(rng, b, sh[1:1+way], sh[1+way], s.InDim())
 }
 
 // mdLikeConfig mirrors the metadataset preset (the Omniglot heads,

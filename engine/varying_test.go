@@ -25,13 +25,20 @@ func (s varyBlobs) Sample(*rand.Rand, *task.Batch) { panic("varyBlobs: Sample") 
 func (s varyBlobs) SampleVarying(rng *rand.Rand, b *task.Batch) {
 	way := 2 + rng.IntN(s.way-1)
 	shots := make([]int, way)
-	ns := 0
 	for c := range shots {
 		shots[c] = 1 + rng.IntN(s.maxShot)
-		ns += shots[c]
 	}
-	q := 1 + rng.IntN(s.maxQuery)
-	in := s.InDim()
+	sampleUneven(rng, b, shots, 1+rng.IntN(s.maxQuery), s.InDim())
+}
+
+// sampleUneven fills b with one episode of len(shots) classes, shots[c]
+// support rows of class c and q query rows a class, each row its class's
+// template plus noise.
+func sampleUneven(rng *rand.Rand, b *task.Batch, shots []int, q, in int) {
+	way, ns := len(shots), 0
+	for _, k := range shots {
+		ns += k
+	}
 	b.Resize(1, ns, way*q, in, way)
 	tmpl := make([]float64, way*in)
 	for i := range tmpl {
