@@ -270,10 +270,10 @@ func pooled(s *ConvSpec, n int) int {
 // per pass running at once, each grown to the largest pass it served. A
 // training run's task ranges run at once (taskStages slots, each of a
 // range's images); evaluation, validation and the display run one pass
-// at a time in the first. A conv backbone keeps its parameters resident
-// there too (resident.go): the masters, two moments and the step's
-// gradient in double, the packed float32 weights, and, in training, the
-// summed gradient of each training pass. ops.ConvDeviceBytes and
+// at a time in the first. The backbone keeps its parameters resident
+// there too (resident.go; of ResNet-18 the convolution weights): the
+// masters, two moments and the step's gradient in double, the float32
+// weights, and, in training, the summed gradient of each training pass. ops.ConvDeviceBytes and
 // ops.ResNetDeviceBytes give a pass's bytes as the cores allocate them;
 // memDevMargin covers what the device holds beyond our buffers (CLBlast's
 // padded copies of a product's operands, the driver's rounding), and
@@ -352,11 +352,17 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 	}
 	eval := f(c.MetaBatch) * (f(c.SupportPoints())*f(c.EvalShifts()) + f(c.EvalQuery)*f(max(c.Way, 1)))
 	largest := max(eval, f(c.SupportPoints())+100) // the display's one task
-	// A conv backbone's resident parameters (resident.go), in training and
-	// in an evaluation alike: masters, moments and gradient in double and
-	// the packed weights (with the rotated filters: twice the values).
+	// The backbone's resident parameters (resident.go), in training and in
+	// an evaluation alike: masters, moments and gradient in double and the
+	// float32 weights (a conv backbone's with the rotated filters: counted
+	// as twice the values).
 	var resident float64
-	if c.Conv != nil && !c.UsesResNet() {
+	switch {
+	case c.UsesResNet():
+		for _, cv := range c.ResNet.Convs() {
+			resident += f(cv.Out) * f(cv.FanIn())
+		}
+	case c.Conv != nil:
 		for l := 0; l < c.Conv.Blocks; l++ {
 			resident += f(c.Conv.Filters)*f(c.Conv.FanIn(l)) + f(c.Conv.Filters)
 		}

@@ -485,7 +485,7 @@ func (m *Model) trainStep(iter int, opt *Optimizer, grads *[][]float64) (StepSta
 		if err := m.res.toDevice(m, opt); err != nil {
 			return StepStats{}, err
 		}
-		m.res.conv.ClearGrads()
+		m.res.store.ClearGrads()
 	}
 	next := m.State.clone()
 	// Once the inputs are copied into the graphs, their buffer is free and

@@ -13,7 +13,8 @@ import (
 var residentOff bool
 
 // resident is a model's backbone parameters kept on its device while it
-// trains (ops.ConvResident): the masters, the optimizer's moments (Adam's
+// trains (ops.ResidentStore, laid out by ops.ConvResident or
+// ops.ResNetResident): the masters, the optimizer's moments (Adam's
 // two, SGD's velocity) and the step's gradient live there, the
 // optimizer's step updates them there, and the host's copy (Params,
 // Optimizer.M and V of those tensors) is brought up to date only where
@@ -31,29 +32,49 @@ var residentOff bool
 // masters, or float32 ones through float64), so a sync changes no bit of
 // the run.
 type resident struct {
-	conv     *ops.ConvResident
-	idx      []int // Params.List index of each resident tensor, in ConvResident's order
-	onDevice bool  // the device's values are ahead of the host's
+	store    *ops.ResidentStore
+	conv     *ops.ConvResident   // a Conv-4/5 backbone's, or
+	resnet   *ops.ResNetResident // ResNet-18's convolution weights
+	idx      []int               // Params.List index of each resident tensor, in the store's order
+	onDevice bool                // the device's values are ahead of the host's
 	opt      *Optimizer
 	steps    []ops.AdamStep
 	sgd      []ops.SGDStep
 }
 
 // newResident is the resident store of m, or nil when its backbone stays
-// on the host's values: no device, no conv backbone (ResNet-18 is not
-// resident yet) or residentOff.
+// on the host's values: no device, no image backbone, or residentOff. A
+// conv backbone's weights and biases are resident; of ResNet-18, the
+// convolution weights (batch norm's γ and β and the linear layer are read
+// on the host every pass).
 func newResident(m *Model) (*resident, error) {
 	dev, c := m.pool.Device(), m.Cfg
-	if dev == nil || c.Conv == nil || c.UsesResNet() || residentOff {
+	if dev == nil || residentOff {
 		return nil, nil
 	}
-	conv, err := ops.NewConvResident(dev, *c.Conv)
+	r := &resident{}
+	var err error
+	switch {
+	case c.UsesResNet():
+		if r.resnet, err = ops.NewResNetResident(dev, *c.ResNet); err == nil {
+			r.store = r.resnet.ResidentStore
+			ps := c.ResNet.Params()
+			for l := range len(c.ResNet.Convs()) {
+				r.idx = append(r.idx, paramIndex(m.Params, resnetParam(ps[3*l].Name)))
+			}
+		}
+	case c.Conv != nil:
+		if r.conv, err = ops.NewConvResident(dev, *c.Conv); err == nil {
+			r.store = r.conv.ResidentStore
+			for l := range c.Conv.Blocks {
+				r.idx = append(r.idx, paramIndex(m.Params, fmt.Sprintf("conv%d.w", l)), paramIndex(m.Params, fmt.Sprintf("conv%d.b", l)))
+			}
+		}
+	default:
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: the backbone's parameters on %s: %w", dev.Info.Name, err)
-	}
-	r := &resident{conv: conv}
-	for l := range c.Conv.Blocks {
-		r.idx = append(r.idx, paramIndex(m.Params, fmt.Sprintf("conv%d.w", l)), paramIndex(m.Params, fmt.Sprintf("conv%d.b", l)))
 	}
 	return r, nil
 }
@@ -68,26 +89,49 @@ func (r *resident) has(i int) bool {
 	return false
 }
 
-// attachReaders makes the convolution ops of gr, a graph that takes no
+// attachReaders makes the backbone's ops of gr, a graph that takes no
 // gradient (an evaluation's, a display's), read their weights from r.
 func (r *resident) attachReaders(gr *graph) error {
-	for _, n := range gr.convs {
-		if err := n.ReadResident(r.conv); err != nil {
-			return fmt.Errorf("engine: %w", err)
+	return r.attachGraph(gr, true)
+}
+
+// attach makes the backbone's ops of graphs keep their parameters in r.
+func (r *resident) attach(graphs ...[]*graph) error {
+	for _, gs := range graphs {
+		for _, gr := range gs {
+			if err := r.attachGraph(gr, false); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// attach makes the convolution ops of graphs keep their parameters in r.
-func (r *resident) attach(graphs ...[]*graph) error {
-	for _, gs := range graphs {
-		for _, gr := range gs {
-			for _, n := range gr.convs {
-				if err := n.SetResident(r.conv); err != nil {
-					return fmt.Errorf("engine: %w", err)
-				}
-			}
+func (r *resident) attachGraph(gr *graph, reader bool) error {
+	for _, n := range gr.convs {
+		if r.conv == nil {
+			break
+		}
+		attach := n.SetResident
+		if reader {
+			attach = n.ReadResident
+		}
+		err := attach(r.conv)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+	}
+	for _, n := range gr.resnets {
+		if r.resnet == nil {
+			break
+		}
+		attach := n.SetResident
+		if reader {
+			attach = n.ReadResident
+		}
+		err := attach(r.resnet)
+		if err != nil {
+			return fmt.Errorf("engine: %w", err)
 		}
 	}
 	return nil
@@ -98,7 +142,14 @@ func (r *resident) detach(graphs ...[]*graph) {
 	for _, gs := range graphs {
 		for _, gr := range gs {
 			for _, n := range gr.convs {
-				n.ReleaseResident(r.conv)
+				if r.conv != nil {
+					n.ReleaseResident(r.conv)
+				}
+			}
+			for _, n := range gr.resnets {
+				if r.resnet != nil {
+					n.ReleaseResident(r.resnet)
+				}
 			}
 		}
 	}
@@ -130,7 +181,7 @@ func (r *resident) toDevice(m *Model, opt *Optimizer) error {
 	if opt.Kind != "adam" && opt.Kind != "sgd" || len(opt.M) != len(m.Params.List) || opt.Kind == "adam" && len(opt.V) != len(m.Params.List) {
 		return fmt.Errorf("engine: the optimizer's state does not fit the model's resident parameters")
 	}
-	if err := r.conv.Upload(r.tensors(m.Params, opt)); err != nil {
+	if err := r.store.Upload(r.tensors(m.Params, opt)); err != nil {
 		return fmt.Errorf("engine: uploading the backbone's parameters: %w", err)
 	}
 	r.onDevice, r.opt = true, opt
@@ -149,7 +200,7 @@ func (m *Model) SyncHost() error {
 		return nil
 	}
 	p, mm, v := r.tensors(m.Params, r.opt)
-	if err := r.conv.Download(p, mm, v); err != nil {
+	if err := r.store.Download(p, mm, v); err != nil {
 		return fmt.Errorf("engine: downloading the backbone's parameters: %w", err)
 	}
 	r.onDevice = false
@@ -173,7 +224,7 @@ func (m *Model) hostChanged() error {
 // deviceNormSq sums the resident gradients' squares on the device; a
 // value that is not finite is the step's ErrNonFinite.
 func (r *resident) deviceNormSq() (float64, error) {
-	sq, err := r.conv.GradNormSq()
+	sq, err := r.store.GradNormSq()
 	if err != nil {
 		return 0, fmt.Errorf("engine: the backbone's gradient norm: %w", err)
 	}
@@ -210,9 +261,9 @@ func (r *resident) update(o *Optimizer, scale, step float64) error {
 	}
 	var err error
 	if o.Kind == "adam" {
-		err = r.conv.Adam(r.steps)
+		err = r.store.Adam(r.steps)
 	} else {
-		err = r.conv.SGD(r.sgd)
+		err = r.store.SGD(r.sgd)
 	}
 	if err != nil {
 		return fmt.Errorf("engine: the backbone's %s step: %w", o.Kind, err)

@@ -198,20 +198,20 @@ func residentTransfers(t *testing.T, dev *opencl.Device, optimizer string) {
 	cfg.FlowLayers = 0
 	m, opt := residentModel(t, dev, cfg)
 	for it := 1; it <= 2; it++ {
-		m.res.conv.Passes()
+		m.res.store.Passes()
 		before := dev.Transfers()
 		if _, err := m.Step(it, opt); err != nil {
 			t.Fatal(err)
 		}
 		after := dev.Transfers()
-		fwd, bwd, fi, bi := m.res.conv.Passes()
+		fwd, bwd, fi, bi := m.res.store.Passes()
 		T, ns, nq := cfg.MetaBatch, cfg.Way*cfg.TrainingShot(), cfg.Way*cfg.Query
 		if fi != T*(ns+nq)+2*T*ns || bi != T*(ns+nq)+T*ns {
 			t.Errorf("step %d: %d images forward and %d backward, want %d and %d", it, fi, bi, T*(ns+nq)+2*T*ns, T*(ns+nq)+T*ns)
 		}
 		in, out := cfg.Conv.InDim(), cfg.Conv.OutDim()
 		norm := int64(8)
-		if !m.res.conv.FP64() {
+		if !m.res.store.FP64() {
 			norm = 4
 		}
 		w, r := after.Writes-before.Writes, after.Reads-before.Reads
@@ -254,14 +254,14 @@ func TestResidentEvalReadsDeviceWeights(t *testing.T) {
 	residentOff = false
 	eval := func(what string, extraReads, extraWrites int64) {
 		t.Helper()
-		m.res.conv.Passes()
+		m.res.store.Passes()
 		before := dev.Transfers()
 		got, err := m.Evaluate(4, 3, 1, 11)
 		if err != nil {
 			t.Fatal(err)
 		}
 		after := dev.Transfers()
-		fwd, _, fi, _ := m.res.conv.Passes()
+		fwd, _, fi, _ := m.res.store.Passes()
 		w, r := after.Writes-before.Writes, after.Reads-before.Reads
 		wb, rb := after.WriteBytes-before.WriteBytes, after.ReadBytes-before.ReadBytes
 		in, out := int64(cfg.Conv.InDim()), int64(cfg.Conv.OutDim())
@@ -460,4 +460,95 @@ func BenchmarkOmniglotLikeStepDevicePart1(b *testing.B) {
 	residentOff = true
 	b.Logf("device %s, parameters not resident", DeviceLabel())
 	benchStep(b, omniglotLikeConfig(), blobs{way: 5, side: 28})
+}
+
+// ResNet-18's convolution weights are resident too: trained with Adam or
+// SGD they end where part 1's path ends, bit for bit with double masters
+// (the same float32 weights, the same gradient sums in the same order; γ,
+// β and the linear layer are updated on the host by both), and what a
+// step moves is part 1's traffic less each forward's weights and each
+// backward's weight gradients (4 bytes a weight each), plus the norm's
+// one scalar; an evaluation then gives part 1's numbers.
+func TestResidentResNet(t *testing.T) {
+	dev := residentDevice(t)
+	src := blobs{way: 3, side: 7}
+	for _, o := range []string{"adam", "sgd"} {
+		cfg := resnetConfig("metakernel", "")
+		cfg.Optimizer, cfg.Momentum, cfg.PsiWeightDecay = o, 0.9, 1e-2
+		train := func(resident bool) (*Model, []opencl.Transfers, [][2]int) {
+			UseDevice(dev)
+			residentOff = !resident
+			defer func() { UseDevice(nil); residentOff = false }()
+			m, err := NewModel(cfg, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(m.Close)
+			if (m.res != nil) != resident {
+				t.Fatalf("resident parameters: %v, want %v", m.res != nil, resident)
+			}
+			opt := NewOptimizer(m.Cfg, m.Params.List)
+			var xs []opencl.Transfers
+			var passes [][2]int
+			for i := range 4 {
+				if m.res != nil {
+					m.res.store.Passes()
+				}
+				before := dev.Transfers()
+				if _, err := m.Step(i, opt); err != nil {
+					t.Fatal(err)
+				}
+				after := dev.Transfers()
+				xs = append(xs, opencl.Transfers{Writes: after.Writes - before.Writes, WriteBytes: after.WriteBytes - before.WriteBytes,
+					Reads: after.Reads - before.Reads, ReadBytes: after.ReadBytes - before.ReadBytes})
+				if m.res != nil {
+					f, b, _, _ := m.res.store.Passes()
+					passes = append(passes, [2]int{f, b})
+				}
+			}
+			if err := m.SyncHost(); err != nil {
+				t.Fatal(err)
+			}
+			return m, xs, passes
+		}
+		res, rx, passes := train(true)
+		ref, px, _ := train(false)
+		for i, p := range res.Params.List {
+			if !slices.Equal(p.Data, ref.Params.List[i].Data) {
+				if !res.res.store.FP64() {
+					t.Logf("%s: float32 masters: %s differs from part 1's", o, p.Name)
+					continue
+				}
+				t.Fatalf("%s: %s differs from part 1's after 4 steps", o, p.Name)
+			}
+		}
+		n := int64(0)
+		for _, cv := range cfg.ResNet.Convs() {
+			n += int64(cv.Out * cv.FanIn())
+		}
+		norm := int64(8)
+		if !res.res.store.FP64() {
+			norm = 4
+		}
+		for i := 1; i < len(rx); i++ { // step 0 uploads the parameters and moments
+			f, b := int64(passes[i][0]), int64(passes[i][1])
+			want := opencl.Transfers{Writes: px[i].Writes - f, WriteBytes: px[i].WriteBytes - 4*n*f,
+				Reads: px[i].Reads - b + 1, ReadBytes: px[i].ReadBytes - 4*n*b + norm}
+			t.Logf("%s step %d: %d forward and %d backward passes: resident %+v, part 1 %+v", o, i, f, b, rx[i], px[i])
+			if rx[i] != want {
+				t.Errorf("%s step %d: the resident step moved %+v, want %+v", o, i, rx[i], want)
+			}
+		}
+		got, err := res.Evaluate(3, 2, 1, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Evaluate(3, 2, 1, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.PerTask, want.PerTask) {
+			t.Errorf("%s: the evaluation differs from part 1's: %v, want %v", o, got.PerTask, want.PerTask)
+		}
+	}
 }

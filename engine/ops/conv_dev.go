@@ -50,16 +50,13 @@ type convDev struct {
 	thr          uint64
 	err          error
 
-	// res, when set, holds the network's parameters on the device
-	// (ConvResident): passes read its weights and leave their weight
-	// gradients in its sum buffer for it, seq being this core's place
-	// among its ops; a reader's (an evaluation's) passes read its weights
-	// once it holds the host's values, and take no gradient. fwds, bwds,
-	// fwdN and bwdN count passes and their images for its Passes.
-	res                    *ConvResident
-	reader                 bool
-	seq                    int
-	fwds, bwds, fwdN, bwdN int
+	// residentCore's res, when set, holds the network's parameters on
+	// the device (ConvResident): passes read its weights and leave their
+	// weight gradients in its sum buffer for it; a reader's (an
+	// evaluation's) passes read its weights once they are the host's
+	// values (resTs: those, in the model's order), and take no gradient.
+	residentCore
+	resTs [][]float64
 
 	// lease holds the pool's arena slot (device_arena.go) whose buffers
 	// a pass uses, from Forward to the end of Backward; need is what a
@@ -208,7 +205,7 @@ func (d *convDev) backward(gOut []float64, gws, gbs [][]float64) {
 // parameters' when there are, else this core's own.
 func (d *convDev) weights() *opencl.Buffer {
 	if d.res != nil {
-		return d.res.conv.w
+		return d.res.r.w
 	}
 	return d.r.w
 }
@@ -300,7 +297,11 @@ func (d *convDev) runForward(N int, x []float64, ws, bs [][]float64, out []float
 			return err
 		}
 	case d.reader:
-		if err := d.res.readerWeights(ws, bs); err != nil {
+		d.resTs = d.resTs[:0]
+		for l := range ws {
+			d.resTs = append(d.resTs, ws[l], bs[l])
+		}
+		if err := d.res.readerWeights(d.resTs); err != nil {
 			return err
 		}
 	}

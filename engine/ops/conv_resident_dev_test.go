@@ -101,9 +101,7 @@ func residentGrad(t *testing.T, c *ConvResident, rng *rand.Rand) [][]float64 {
 	t.Helper()
 	g := residentRandom(c.spec, rng, func() float64 { return math.Ldexp(rng.NormFloat64(), -rng.IntN(20)) })
 	h := make([]float64, c.n)
-	for l := range c.spec.Blocks {
-		c.packPart(h[c.partOf[l]:], g[2*l], g[2*l+1], l)
-	}
+	c.pack(h, g)
 	if err := c.write(c.r.g, h); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +148,7 @@ func TestResidentAdamMatchesHost(t *testing.T) {
 	}
 	// The weights the kernels read: convDev.setWeights's packing.
 	nf := spec.Filters
-	want := make([]float32, c.conv.w.Len())
+	want := make([]float32, c.r.w.Len())
 	for l, ly := range c.ls {
 		wt := want[c.wOff[l] : c.wOff[l]+ly.k1*nf]
 		var wrot []float32
@@ -160,7 +158,7 @@ func TestResidentAdamMatchesHost(t *testing.T) {
 		convPackIm2col(wt, wrot, gp[2*l], gp[2*l+1], ly.cin, nf)
 	}
 	got := make([]float32, len(want))
-	if err := opencl.Read(c.conv.w, 0, got); err != nil {
+	if err := opencl.Read(c.r.w, 0, got); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, want) {
@@ -329,7 +327,7 @@ func TestResidentRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	(&ConvNet{spec: spec, ops: []*ConvOp{{kern: ks[1]}}}).ReleaseResident(c)
-	if len(c.cores) != 2 || c.cores[0] != ks[0].dev || c.cores[1] != ks[2].dev || ks[2].dev.seq != 1 || ks[1].dev.res != nil {
+	if len(c.cores) != 2 || c.cores[0] != &ks[0].dev.residentCore || c.cores[1] != &ks[2].dev.residentCore || ks[2].dev.seq != 1 || ks[1].dev.res != nil {
 		t.Fatalf("after the release: %d cores, the last at %d", len(c.cores), ks[2].dev.seq)
 	}
 	ref := newConvDevKernel(t, dev, spec)
@@ -439,8 +437,8 @@ func TestResidentSumsReused(t *testing.T) {
 			t.Fatalf("graph %d: %d device buffers allocated so far, %d after the first graph", round+1, got, allocs)
 		}
 	}
-	if len(c.conv.sums) != 2 {
-		t.Errorf("%d gradient-sum buffers for two ops at a time", len(c.conv.sums))
+	if len(c.r.sums) != 2 {
+		t.Errorf("%d gradient-sum buffers for two ops at a time", len(c.r.sums))
 	}
 }
 

@@ -323,7 +323,10 @@ func (d *resDev) bind() error {
 		b, err = devBuf[float32](&d.lease, devRole{"resnet", role}, n)
 		return b
 	}
-	d.x, d.w, d.gw, d.col = a(resRoleX, N*d.spec.InDim()), a(resRoleW, d.wLen), a(resRoleGW, d.wLen), a(resRoleCol, n.col)
+	d.x, d.col = a(resRoleX, N*d.spec.InDim()), a(resRoleCol, n.col)
+	if d.res == nil { // resident weights and their gradients are the store's
+		d.w, d.gw = a(resRoleW, d.wLen), a(resRoleGW, d.wLen)
+	}
 	d.s, d.cf = a(resRoleS, 2*N*n.cmax), a(resRoleCF, n.cf)
 	d.stem, d.pool = a(resRoleStem, N*d.pl.pin), a(resRolePool, N*d.pl.pou)
 	d.gf = a(resRoleGF, N*d.spec.Widths[3])

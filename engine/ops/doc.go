@@ -54,13 +54,15 @@
 // passes there too (flow_dev.go, cl/flow.cl): all tasks side by side in
 // CLBlast products, each task's weight gradients summed in task order.
 // Weights go up and gradients come down once a pass, unless a
-// ConvResident (conv_resident_dev.go on resident_dev.go's store,
-// cl/adam.cl) holds a conv network's parameters: its ops then read the
-// float32 weights it packs from its masters and leave their weight
-// gradients on the device for its fixed-order square norm and its Adam or
-// SGD kernel (the host's order of operations: with double masters, the
-// host's bits); an evaluation's ops read the same weights, which go up
-// only when the host's values they are given differ. Activations stay on
+// ResidentStore (resident_dev.go, cl/adam.cl) holds the network's
+// parameters — a ConvResident a conv network's, a ResNetResident
+// ResNet-18's convolution weights: its training ops then read the float32
+// weights it makes from its masters and leave their weight gradients on
+// the device for its fixed-order square norm and its Adam or SGD kernel
+// (the host's order of operations: with double masters, the host's
+// bits); an evaluation's ops read the same weights, which go up only when
+// the host's values they are given differ from the ones they were made
+// from. Activations stay on
 // the device, in slots of the pool's device arena (device_arena.go), held
 // from Forward to the end of Backward and grown, never shrunk, so graphs
 // of new shapes (Meta-Dataset's varying episodes) reuse them; device_mem.go

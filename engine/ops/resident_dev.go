@@ -4,45 +4,94 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 
 	"github.com/mkbench/mkbench/internal/opencl"
 )
 
-// residentStore is the part of a backbone's resident parameters that
-// does not depend on the network: n master values, the optimizer's
-// moments and the step's summed gradient on the device (`real`: double
-// where the device compiled cl_khr_fp64, else float32), the fixed-order
-// sum of the gradient's squares, and the optimizers' updates of ranges of
-// them (cl/adam.cl). A network's resident parameters (ConvResident) lay
-// their tensors out in it, pack the float32 weights its kernels read from
-// the masters, and say which gradient sums a step adds.
-type residentStore struct {
-	dev  *opencl.Device
-	fp64 bool
-	n    int
-	r    *resStoreRes
+// ResidentStore is a backbone's parameters kept on its device for the
+// whole of training, whatever the network: n master values, the
+// optimizer's moments and the step's summed gradient (`real`: double
+// where the device compiled cl_khr_fp64, else float32), the float32
+// weights the network's kernels read, the gradient sums its training ops
+// leave after each backward pass, the fixed-order sum of the gradient's
+// squares, and the optimizers' updates (cl/adam.cl). A network's resident
+// parameters (ConvResident, ResNetResident) give it their layout: which
+// tensors, where each lies, how the host's tensors pack into it and how
+// the float32 weights are made from the masters.
+//
+// The ops of a model's training graphs register their device cores
+// (register): their forward passes read the weights, their backward
+// passes leave their weight gradients in a sum buffer the store keeps
+// for them, and GradNormSq adds those, core by core in registration
+// order. The ops of its evaluation graphs register as readers: a pass
+// gives its host values to readerWeights, which sends them only when they
+// differ from the ones the weights were made from. Methods are called
+// from one goroutine (the model's); the ops' passes, which may run on
+// two, take mu.
+type ResidentStore struct {
+	dev    *opencl.Device
+	fp64   bool
+	n      int
+	lens   []int    // the tensors' lengths, in the model's order
+	ranges [][2]int // where each tensor lies in the layout: first value, count
+	lay    residentLayout
+	r      *resStoreRes
+
+	mu      sync.Mutex
+	cores   []*residentCore // the training ops' cores, in registration order
+	graded  []bool          // whose gradient this step holds (set by backward)
+	readers []*residentCore // the evaluation ops' cores
+	order   []*opencl.Buffer
 
 	// ahead says the masters were updated on the device since they last
 	// crossed (Upload or Download): the host's copy is behind.
 	ahead bool
+	// snap is the host's tensors whose float32 the weights hold, when
+	// snapOK: what the masters were uploaded from or downloaded into, so
+	// that an evaluation on unchanged host values sends nothing and one on
+	// changed values (whoever changed them) sends them first.
+	snap   [][]float64
+	snapOK bool
 
-	h64 [3][]float64 // staging: masters, first and second moments, in the device's layout
+	h64 [3][]float64 // staging: masters, first and second moments, in the layout
 	h32 []float32
 	sq  [1]float64
 	sq4 [1]float32
 }
 
-// resStoreRes is what a residentStore holds on the device.
+// residentLayout is what a network's resident parameters add to the
+// store: packing the host's tensors (the model's order) into the layout
+// and back, and writing the float32 weights from the masters.
+type residentLayout interface {
+	pack(dst []float64, ts [][]float64)
+	unpack(src []float64, ts [][]float64)
+	packWeights() error
+}
+
+// residentCore is what a device core (convDev, resDev) keeps of its
+// registration: the store, its place among the store's cores (or
+// readers), and its passes and their images since the last Passes.
+type residentCore struct {
+	res                    *ResidentStore
+	seq                    int
+	reader                 bool
+	fwds, bwds, fwdN, bwdN int
+}
+
+// resStoreRes is what a ResidentStore holds on the device.
 type resStoreRes struct {
-	acc, part, final, adam, sgd *opencl.Kernel
-	p, m, v, g, parts, out      *opencl.Buffer // real
+	acc, part, final, adam, sgd, pack *opencl.Kernel
+	p, m, v, g, parts, out            *opencl.Buffer // real
+	w                                 *opencl.Buffer // float32
+	sums                              []*opencl.Buffer
 }
 
 func (r *resStoreRes) release() {
-	for _, k := range [...]*opencl.Kernel{r.acc, r.part, r.final, r.adam, r.sgd} {
+	for _, k := range [...]*opencl.Kernel{r.acc, r.part, r.final, r.adam, r.sgd, r.pack} {
 		k.Release()
 	}
-	for _, b := range [...]*opencl.Buffer{r.p, r.m, r.v, r.g, r.parts, r.out} {
+	for _, b := range append([]*opencl.Buffer{r.p, r.m, r.v, r.g, r.parts, r.out, r.w}, r.sums...) {
 		b.Release()
 	}
 }
@@ -51,16 +100,20 @@ func (r *resStoreRes) release() {
 // fixed, so the order of the sum depends on the parameter count only.
 const resSumChunk = 4096
 
-// newResidentStore allocates n resident values on dev, from prog (the
-// "adam" program). Its values are undefined until uploaded.
-func newResidentStore(dev *opencl.Device, prog *opencl.Program, n int) (*residentStore, error) {
-	s := &residentStore{dev: dev, n: n, r: &resStoreRes{}}
+// newResidentStore allocates the store of the tensors of lens, laid out
+// at ranges (together n values), with wLen float32 weights, on dev. Its
+// values are undefined until Upload.
+func newResidentStore(dev *opencl.Device, lay residentLayout, lens []int, ranges [][2]int, n, wLen int) (*ResidentStore, error) {
+	prog, err := deviceProgram(dev, "adam")
+	if err != nil {
+		return nil, err
+	}
+	s := &ResidentStore{dev: dev, n: n, lens: lens, ranges: ranges, lay: lay, r: &resStoreRes{}}
 	runtime.AddCleanup(s, (*resStoreRes).release, s.r)
-	var err error
 	for _, kk := range []struct {
 		k    **opencl.Kernel
 		name string
-	}{{&s.r.acc, "res_acc"}, {&s.r.part, "res_sumsq_part"}, {&s.r.final, "res_sumsq_final"}, {&s.r.adam, "res_adam"}, {&s.r.sgd, "res_sgd"}} {
+	}{{&s.r.acc, "res_acc"}, {&s.r.part, "res_sumsq_part"}, {&s.r.final, "res_sumsq_final"}, {&s.r.adam, "res_adam"}, {&s.r.sgd, "res_sgd"}, {&s.r.pack, "res_pack"}} {
 		if *kk.k, err = prog.Kernel(kk.name); err != nil {
 			return nil, err
 		}
@@ -101,11 +154,261 @@ func newResidentStore(dev *opencl.Device, prog *opencl.Program, n int) (*residen
 			return nil, err
 		}
 	}
+	if err := convDevEnsure[float32](dev, &s.r.w, wLen); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
+// FP64 says whether the masters and moments are double (cl_khr_fp64)
+// rather than float32.
+func (s *ResidentStore) FP64() bool { return s.fp64 }
+
+// Device is the device the parameters live on.
+func (s *ResidentStore) Device() *opencl.Device { return s.dev }
+
+// register adds a core to the store: a training op's (its gradient sums
+// then count in GradNormSq) or, with reader, an evaluation op's.
+func (s *ResidentStore) register(c *residentCore, reader bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.res, c.reader = s, reader
+	if reader {
+		c.seq = len(s.readers)
+		s.readers = append(s.readers, c)
+		return
+	}
+	c.seq = len(s.cores)
+	s.cores = append(s.cores, c)
+	s.graded = append(s.graded, false)
+}
+
+// unregister undoes register for a core whose graph is being dropped (a
+// varying episode's): the remaining cores keep their order, and a
+// training core's gradient-sum buffer goes to the next core registered,
+// so graphs made and dropped episode after episode allocate none.
+func (s *ResidentStore) unregister(c *residentCore) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.res != s {
+		return
+	}
+	i := c.seq
+	if c.reader {
+		s.readers = append(s.readers[:i], s.readers[i+1:]...)
+		for j := i; j < len(s.readers); j++ {
+			s.readers[j].seq = j
+		}
+	} else {
+		s.cores = append(s.cores[:i], s.cores[i+1:]...)
+		s.graded = append(s.graded[:i], s.graded[i+1:]...)
+		if i < len(s.r.sums) {
+			b := s.r.sums[i]
+			s.r.sums = append(append(s.r.sums[:i], s.r.sums[i+1:]...), b)
+		}
+		for j := i; j < len(s.cores); j++ {
+			s.cores[j].seq = j
+		}
+	}
+	c.res, c.reader = nil, false
+}
+
+// sumBuf is the buffer core seq leaves its gradient sums in until the
+// step's GradNormSq: the n float32 values of the layout.
+func (s *ResidentStore) sumBuf(seq int) (*opencl.Buffer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.r.sums) <= seq {
+		s.r.sums = append(s.r.sums, nil)
+	}
+	if err := convDevEnsure[float32](s.dev, &s.r.sums[seq], s.n); err != nil {
+		return nil, err
+	}
+	return s.r.sums[seq], nil
+}
+
+// markGraded records that core seq's gradient sums are this step's.
+func (s *ResidentStore) markGraded(seq int) {
+	s.mu.Lock()
+	s.graded[seq] = true
+	s.mu.Unlock()
+}
+
+// ClearGrads forgets the gradients the ops have left (a step that failed
+// before its update): the next GradNormSq sums only what runs after.
+func (s *ResidentStore) ClearGrads() {
+	s.mu.Lock()
+	clear(s.graded)
+	s.mu.Unlock()
+}
+
+// Passes is, over the registered cores (training and evaluation), the
+// forward and backward passes and the images they took since the last
+// call (a test's count of what had to cross), and zeroes them.
+func (s *ResidentStore) Passes() (fwd, bwd, fwdImages, bwdImages int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cs := range [2][]*residentCore{s.cores, s.readers} {
+		for _, d := range cs {
+			fwd, bwd, fwdImages, bwdImages = fwd+d.fwds, bwd+d.bwds, fwdImages+d.fwdN, bwdImages+d.bwdN
+			d.fwds, d.bwds, d.fwdN, d.bwdN = 0, 0, 0, 0
+		}
+	}
+	return
+}
+
+// Upload replaces the device's masters and moments with the host's:
+// params, m and v each hold the network's resident tensors in the model's
+// order; m or v nil leaves that moment as it is (SGD has no second
+// moment, an evaluation none). Without fp64 the values are rounded to
+// float32. The float32 weights follow.
+func (s *ResidentStore) Upload(params, m, v [][]float64) error {
+	if params == nil {
+		return fmt.Errorf("resident: no parameters to upload")
+	}
+	for i, src := range [3][][]float64{params, m, v} {
+		if err := checkTensors(resTensorKind[i], src, s.lens); err != nil {
+			return err
+		}
+	}
+	s.snapOK = false
+	for i, src := range [3][][]float64{params, m, v} {
+		if src == nil {
+			continue
+		}
+		s.h64[i] = grow64(s.h64[i], s.n)
+		s.lay.pack(s.h64[i], src)
+		if err := s.write(s.buf(i), s.h64[i]); err != nil {
+			return err
+		}
+	}
+	s.ahead = false
+	if err := s.lay.packWeights(); err != nil {
+		return err
+	}
+	s.setSnap(params)
+	return nil
+}
+
+var resTensorKind = [3]string{"parameter", "first-moment", "second-moment"}
+
+// Download copies the device's masters and moments into params, m and v
+// (Upload's order; m or v nil: not read): the host's copy for a
+// checkpoint, an evaluation or an export.
+func (s *ResidentStore) Download(params, m, v [][]float64) error {
+	if params == nil {
+		return fmt.Errorf("resident: no host tensors to download the parameters into")
+	}
+	for i, dst := range [3][][]float64{params, m, v} {
+		if err := checkTensors(resTensorKind[i], dst, s.lens); err != nil {
+			return err
+		}
+	}
+	for i, dst := range [3][][]float64{params, m, v} {
+		if dst == nil {
+			continue
+		}
+		s.h64[i] = grow64(s.h64[i], s.n)
+		if err := s.read(s.buf(i), s.h64[i]); err != nil {
+			return err
+		}
+		s.lay.unpack(s.h64[i], dst)
+	}
+	s.ahead = false
+	s.setSnap(params)
+	return nil
+}
+
+// setSnap records ts as the host's values the weights hold.
+func (s *ResidentStore) setSnap(ts [][]float64) {
+	if len(s.snap) != len(ts) {
+		s.snap = make([][]float64, len(ts))
+	}
+	for i, t := range ts {
+		s.snap[i] = append(s.snap[i][:0], t...)
+	}
+	s.snapOK = true
+}
+
+// readerWeights makes the float32 weights float32() of ts, the host's
+// values an evaluation pass was given (the resident tensors, the model's
+// order): nothing crosses when they are, bit for bit, the values the
+// weights were made from; otherwise they go up as the masters (the host's
+// are the truth: the next training step uploads the moments with them).
+// With the masters ahead of the host's (updated on the device since they
+// last came down) the host's values are stale, and the pass is refused
+// rather than run on them.
+func (s *ResidentStore) readerWeights(ts [][]float64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ahead {
+		return fmt.Errorf("resident: an evaluation on the host's parameters while the device's are ahead of them: the model's SyncHost must come first")
+	}
+	if s.snapOK && len(ts) == len(s.snap) {
+		same := true
+		for i, t := range ts {
+			if !sameBits(t, s.snap[i]) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return nil
+		}
+	}
+	return s.Upload(ts, nil, nil)
+}
+
+// GradNormSq sums the gradients the ops left this step, core by core in
+// registration order, into the step's gradient, and returns its sum of
+// squares (gradNormSq: a fixed order). A core that ran no backward adds
+// nothing; with none, the gradient is zero.
+func (s *ResidentStore) GradNormSq() (float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.order = s.order[:0]
+	for i := range s.cores {
+		if s.graded[i] {
+			s.graded[i] = false
+			s.order = append(s.order, s.r.sums[i])
+		}
+	}
+	return s.gradNormSq(s.order)
+}
+
+// Adam updates every resident tensor (steps in Upload's order) with the
+// gradient GradNormSq summed, then writes the float32 weights the next
+// passes read. Nothing comes back.
+func (s *ResidentStore) Adam(steps []AdamStep) error {
+	if len(steps) != len(s.lens) {
+		return fmt.Errorf("resident: %d Adam steps for %d tensors", len(steps), len(s.lens))
+	}
+	s.snapOK = false
+	for i, st := range steps {
+		if err := s.adam(s.ranges[i][0], s.ranges[i][1], st); err != nil {
+			return err
+		}
+	}
+	return s.lay.packWeights()
+}
+
+// SGD is Adam's twin for SGD with momentum (the first moment being the
+// velocity).
+func (s *ResidentStore) SGD(steps []SGDStep) error {
+	if len(steps) != len(s.lens) {
+		return fmt.Errorf("resident: %d SGD steps for %d tensors", len(steps), len(s.lens))
+	}
+	s.snapOK = false
+	for i, st := range steps {
+		if err := s.sgd(s.ranges[i][0], s.ranges[i][1], st); err != nil {
+			return err
+		}
+	}
+	return s.lay.packWeights()
+}
+
 // buf is the device buffer of staging slot i: masters, M, V.
-func (s *residentStore) buf(i int) *opencl.Buffer {
+func (s *ResidentStore) buf(i int) *opencl.Buffer {
 	return [3]*opencl.Buffer{s.r.p, s.r.m, s.r.v}[i]
 }
 
@@ -116,7 +419,7 @@ func grow64(s []float64, n int) []float64 {
 	return s[:n]
 }
 
-func (s *residentStore) write(b *opencl.Buffer, src []float64) error {
+func (s *ResidentStore) write(b *opencl.Buffer, src []float64) error {
 	if s.fp64 {
 		return opencl.Write(b, 0, src)
 	}
@@ -130,7 +433,7 @@ func (s *residentStore) write(b *opencl.Buffer, src []float64) error {
 	return opencl.Write(b, 0, h)
 }
 
-func (s *residentStore) read(b *opencl.Buffer, dst []float64) error {
+func (s *ResidentStore) read(b *opencl.Buffer, dst []float64) error {
 	if s.fp64 {
 		return opencl.Read(b, 0, dst)
 	}
@@ -151,7 +454,7 @@ func (s *residentStore) read(b *opencl.Buffer, dst []float64) error {
 // the step's gradient, and returns its sum of squares (fixed order:
 // chunks of resSumChunk, then the chunks). With none the gradient is
 // zero. The scalar is the only value that comes down.
-func (s *residentStore) gradNormSq(sums []*opencl.Buffer) (float64, error) {
+func (s *ResidentStore) gradNormSq(sums []*opencl.Buffer) (float64, error) {
 	for i, b := range sums {
 		a := convArgs{k: s.r.acc}
 		a.buf(s.r.g).buf(b).int(s.n).flag(i == 0)
@@ -202,7 +505,7 @@ type SGDStep struct {
 }
 
 // adam updates the n values from off with the step's gradient.
-func (s *residentStore) adam(off, n int, st AdamStep) error {
+func (s *ResidentStore) adam(off, n int, st AdamStep) error {
 	a := convArgs{k: s.r.adam}
 	a.buf(s.r.p).buf(s.r.g).buf(s.r.m).buf(s.r.v).int(off)
 	for _, x := range [...]float64{st.Scale, st.Step, st.B1, st.B2, st.Eps, st.Factor} {
@@ -214,7 +517,7 @@ func (s *residentStore) adam(off, n int, st AdamStep) error {
 }
 
 // sgd updates the n values from off with the step's gradient.
-func (s *residentStore) sgd(off, n int, st SGDStep) error {
+func (s *ResidentStore) sgd(off, n int, st SGDStep) error {
 	a := convArgs{k: s.r.sgd}
 	a.buf(s.r.p).buf(s.r.g).buf(s.r.m).int(off)
 	for _, x := range [...]float64{st.Scale, st.LR, st.Momentum, st.Factor} {
@@ -226,7 +529,7 @@ func (s *residentStore) sgd(off, n int, st SGDStep) error {
 }
 
 // bits is a host scalar as the kernels' SCALAR reads it.
-func (s *residentStore) bits(x float64) uint64 {
+func (s *ResidentStore) bits(x float64) uint64 {
 	if s.fp64 {
 		return math.Float64bits(x)
 	}

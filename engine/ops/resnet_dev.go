@@ -25,9 +25,14 @@ import (
 // on the host in float64, as on the CPU (10 MFLOP of 131 GFLOP).
 //
 // Weights go up once per forward (float64→float32 on the host, Go's
-// float32()), the weight gradients come down once per backward. The
-// buffers are a slot of the pool's arena (device_arena.go), held from
-// Forward to the end of Backward and grown to the largest batch asked.
+// float32()), the weight gradients come down once per backward, unless a
+// ResNetResident holds the convolution weights: the passes then read its
+// float32 weights and leave their gradients in its sum buffer (w and gw
+// are its), and an evaluation's (a reader's) pass sends the host's values
+// only when they are not the ones those weights were made from. The
+// other buffers are a slot of the pool's arena (device_arena.go), held
+// from Forward to the end of Backward and grown to the largest batch
+// asked.
 type resDev struct {
 	dev   *opencl.Device
 	spec  ResNetSpec
@@ -60,6 +65,9 @@ type resDev struct {
 
 	params, grads [][]float64
 	err           error // the last pass's failure
+
+	residentCore             // its res: the resident weights, when set (ResNetResident)
+	resTs        [][]float64 // a reader's host weights, in the model's order
 }
 
 // resDevKernels are one resDev's kernel objects: setting arguments is not
@@ -162,17 +170,9 @@ func (d *resDev) fwd(x []float64, lay BNLayout, mode BNMode, run []BNStats, out 
 		return err
 	}
 	for l, cv := range d.cv {
-		w, wt, kk2 := d.params[3*l], d.hw[d.wOff[l]:], cv.K*cv.K
-		for f := range cv.Out {
-			for c := range cv.In {
-				for tap := range kk2 {
-					wt[(tap*cv.In+c)*cv.Out+f] = float32(w[f*cv.kk+c*kk2+tap])
-				}
-			}
-		}
 		d.bn[l].setup(cv.Out, cv.po, lay, mode)
 	}
-	if err := opencl.Write(d.w, 0, d.hw); err != nil {
+	if err := d.setWeights(); err != nil {
 		return err
 	}
 	for i := range N {
@@ -246,7 +246,39 @@ func (d *resDev) fwd(x []float64, lay BNLayout, mode BNMode, run []BNStats, out 
 	}
 	L := len(d.cv)
 	resHead(&d.dws, N, C, d.spec.Out, d.feat, d.params[3*L], d.params[3*L+1], out)
+	d.fwds++
+	d.fwdN += N
 	return nil
+}
+
+// setWeights makes w the float32 weights of the pass: the host's
+// converted and sent up, or the resident ones (a reader's after
+// readerWeights).
+func (d *resDev) setWeights() error {
+	if d.res != nil {
+		if d.reader {
+			d.resTs = d.resTs[:0]
+			for l := range d.cv {
+				d.resTs = append(d.resTs, d.params[3*l])
+			}
+			if err := d.res.readerWeights(d.resTs); err != nil {
+				return err
+			}
+		}
+		d.w = d.res.r.w
+		return nil
+	}
+	for l, cv := range d.cv {
+		w, wt, kk2 := d.params[3*l], d.hw[d.wOff[l]:], cv.K*cv.K
+		for f := range cv.Out {
+			for c := range cv.In {
+				for tap := range kk2 {
+					wt[(tap*cv.In+c)*cv.Out+f] = float32(w[f*cv.kk+c*kk2+tap])
+				}
+			}
+		}
+	}
+	return opencl.Write(d.w, 0, d.hw)
 }
 
 // conv runs convolution l over the batch into z[l] and sets its batch

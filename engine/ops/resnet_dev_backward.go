@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"fmt"
+
 	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/task"
 )
@@ -22,6 +24,17 @@ func (d *resDev) backward(gOut []float64, params, grads [][]float64, gx []float6
 
 func (d *resDev) bwd(gOut, gx []float64) error {
 	N, L, C, D := d.N, len(d.cv), d.spec.Widths[3], d.spec.Out
+	if d.res != nil {
+		if d.reader {
+			return fmt.Errorf("resnet on the device: a backward pass of an op whose graph was to take no gradient (it reads the resident weights)")
+		}
+		// The weight gradients stay for the resident weights' step, in
+		// the buffer it keeps for this core.
+		var err error
+		if d.gw, err = d.res.sumBuf(d.seq); err != nil {
+			return err
+		}
+	}
 	P := d.cv[d.blk[len(d.blk)-1].c2].po
 	params, grads := d.params, d.grads
 	// The linear layer and the average pooling, in float64 on the host as
@@ -104,7 +117,26 @@ func (d *resDev) bwd(gOut, gx []float64) error {
 	if err := d.weightGrad(0); err != nil {
 		return err
 	}
-	// The weight gradients come down at once.
+	d.bwds++
+	d.bwdN += N
+	if d.res != nil {
+		d.res.markGraded(d.seq)
+	} else if err := d.readWeightGrads(grads); err != nil {
+		return err
+	}
+	if gx != nil {
+		if err := opencl.Read(d.gx, 0, d.hgx); err != nil {
+			return err
+		}
+		for i, v := range d.hgx {
+			gx[i] = float64(v)
+		}
+	}
+	return nil
+}
+
+// readWeightGrads brings the weight gradients down at once into grads.
+func (d *resDev) readWeightGrads(grads [][]float64) error {
 	if err := opencl.Read(d.gw, 0, d.hw); err != nil {
 		return err
 	}
@@ -116,14 +148,6 @@ func (d *resDev) bwd(gOut, gx []float64) error {
 					gw[f*cv.kk+c*kk2+tap] = float64(wt[(tap*cv.In+c)*cv.Out+f])
 				}
 			}
-		}
-	}
-	if gx != nil {
-		if err := opencl.Read(d.gx, 0, d.hgx); err != nil {
-			return err
-		}
-		for i, v := range d.hgx {
-			gx[i] = float64(v)
 		}
 	}
 	return nil

@@ -13,7 +13,12 @@ import (
 // device (PoCL in CI), or skips.
 func newResDevKernel(t testing.TB, spec ResNetSpec) *ResNetKernel {
 	t.Helper()
-	dev := testDevice(t)
+	return newResDevKernelOn(t, testDevice(t), spec)
+}
+
+// newResDevKernelOn is a ResNet kernel on dev, in a pool of its own.
+func newResDevKernelOn(t testing.TB, dev *opencl.Device, spec ResNetSpec) *ResNetKernel {
+	t.Helper()
 	p := &Pool{}
 	p.SetDevice(dev)
 	k, err := NewResNetKernel(p, spec)
