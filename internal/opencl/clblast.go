@@ -54,13 +54,15 @@ func (d *Device) SgemmStridedBatched(transA, transB bool, m, n, k int, alpha flo
 
 // blastEvent is where CLBlast writes its product's event, and the marker
 // queued before it, while kernels are timed (nil and 0 otherwise); blastMu
-// is held.
+// is held, and no other command is queued until blastDone.
 func (d *Device) blastEvent() (*uintptr, uintptr) {
 	if !d.profilingKernels() {
 		return nil, 0
 	}
+	d.prof.enq.Lock() // blastDone unlocks
 	m := d.marker()
 	if m == 0 {
+		d.prof.enq.Unlock()
 		return nil, 0
 	}
 	d.blastEv = 0
@@ -71,6 +73,7 @@ func (d *Device) blastEvent() (*uintptr, uintptr) {
 // product's event (or releases the marker of a product not queued).
 func (d *Device) blastDone(op string, st int32, marker uintptr) error {
 	if marker != 0 {
+		d.prof.enq.Unlock()
 		if st == 0 && d.blastEv != 0 {
 			d.record(evBlas, d.blastEv, marker)
 		} else {

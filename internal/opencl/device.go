@@ -179,7 +179,10 @@ func Write[T Element](b *Buffer, off int, src []T) error {
 	var ev uintptr
 	// A blocking write may return once src is copied aside, before the
 	// device has it: the event is read later (collect).
-	if err := check("clEnqueueWriteBuffer", call(cl.enqueueWriteBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&src[0])), 0, 0, uintptr(unsafe.Pointer(&ev)))); err != nil {
+	locked := b.dev.queueing()
+	st := call(cl.enqueueWriteBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&src[0])), 0, 0, uintptr(unsafe.Pointer(&ev)))
+	b.dev.queued(locked)
+	if err := check("clEnqueueWriteBuffer", st); err != nil {
 		return err
 	}
 	b.dev.record(evWrite, ev, 0)
@@ -196,7 +199,10 @@ func Read[T Element](b *Buffer, off int, dst []T) error {
 	b.dev.xfer.reads.Add(1)
 	b.dev.xfer.rbytes.Add(int64(n))
 	var ev uintptr
-	if err := check("clEnqueueReadBuffer", call(cl.enqueueReadBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&dst[0])), 0, 0, uintptr(unsafe.Pointer(&ev)))); err != nil {
+	locked := b.dev.queueing()
+	st := call(cl.enqueueReadBuffer, b.dev.queue, b.h, 1, o, n, uintptr(unsafe.Pointer(&dst[0])), 0, 0, uintptr(unsafe.Pointer(&ev)))
+	b.dev.queued(locked)
+	if err := check("clEnqueueReadBuffer", st); err != nil {
 		return err
 	}
 	// The read is complete, and with it everything queued before it.
@@ -212,6 +218,8 @@ func Fill[T Element](b *Buffer, off, n int, v T) error {
 		return err
 	}
 	// clEnqueueFillBuffer copies the pattern before it returns.
+	locked := b.dev.queueing()
+	defer b.dev.queued(locked)
 	return check("clEnqueueFillBuffer", call(cl.enqueueFillBuffer, b.dev.queue, b.h, uintptr(unsafe.Pointer(&v)), b.elem, o, nb, 0, 0, 0))
 }
 
@@ -221,6 +229,8 @@ func (b *Buffer) Zero() error {
 		return fmt.Errorf("opencl: zero on a released buffer")
 	}
 	var zero uint64 // a pattern of the buffer's element size
+	locked := b.dev.queueing()
+	defer b.dev.queued(locked)
 	return check("clEnqueueFillBuffer", call(cl.enqueueFillBuffer, b.dev.queue, b.h, uintptr(unsafe.Pointer(&zero)), b.elem, 0, uintptr(b.n)*b.elem, 0, 0, 0))
 }
 
@@ -240,5 +250,7 @@ func Copy(dst *Buffer, dstOff int, src *Buffer, srcOff, n int) error {
 		return nil
 	}
 	e := src.elem
+	locked := src.dev.queueing()
+	defer src.dev.queued(locked)
 	return check("clEnqueueCopyBuffer", call(cl.enqueueCopyBuffer, src.dev.queue, src.h, dst.h, uintptr(srcOff)*e, uintptr(dstOff)*e, uintptr(n)*e, 0, 0, 0))
 }

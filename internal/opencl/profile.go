@@ -15,8 +15,9 @@ import (
 //
 // Copies (Write, Read) are always timed: a step makes tens of them, and an
 // event costs a few calls each. Kernels and CLBlast products are timed
-// only while ProfileKernels is on, since a step launches thousands and
-// each event would be held until it is read.
+// only while ProfileKernels is on, since a step launches thousands, each
+// event is held until it is read, and a product's timing keeps other
+// commands from being queued while CLBlast queues its own.
 
 // OpenCL's profiling constants (cl.h).
 const (
@@ -40,9 +41,11 @@ type Timing struct {
 	// was on. CLBlast may run a product as several kernels (copies of
 	// padded operands, the product) and gives the event of the last one
 	// only, so a product is timed from a marker queued before it — when
-	// the work before it was done — to the end of its last kernel. That
-	// includes any wait of the device for the host to queue it, such as
-	// CLBlast compiling a variant on its first use: warm up first.
+	// the work before it was done — to the end of its last kernel, with
+	// other goroutines' commands held back meanwhile (so no command is
+	// counted twice). That includes any wait of the device for the host
+	// to queue it, such as CLBlast compiling a variant on its first use:
+	// warm up first.
 	Blas, BlasNS int64
 }
 
@@ -77,7 +80,12 @@ type pendingEvent struct {
 
 // profiler holds the events not read yet and the sums of those read.
 type profiler struct {
-	on      atomic.Bool // kernels and products are timed (read at every launch)
+	on atomic.Bool // kernels and products are timed (read at every launch)
+	// enq keeps other commands out from between a timed product's marker
+	// and its kernels, so that the product's span holds only its own
+	// commands: while kernels are timed, every other command is queued
+	// under its read lock and a timed product under its write lock.
+	enq     sync.RWMutex
 	mu      sync.Mutex
 	pending []pendingEvent
 	t       Timing
@@ -89,6 +97,22 @@ type profiler struct {
 func (d *Device) ProfileKernels(on bool) { d.prof.on.Store(on) }
 
 func (d *Device) profilingKernels() bool { return d.prof.on.Load() }
+
+// queueing is called before a command other than a timed product is
+// queued, and queued after it with what queueing returned.
+func (d *Device) queueing() bool {
+	if d.prof.on.Load() {
+		d.prof.enq.RLock()
+		return true
+	}
+	return false
+}
+
+func (d *Device) queued(locked bool) {
+	if locked {
+		d.prof.enq.RUnlock()
+	}
+}
 
 // Timing finishes the queue and returns what the device measured so far.
 func (d *Device) Timing() (Timing, error) {

@@ -2,7 +2,9 @@ package opencl
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 )
 
 // Copies are timed by the device: each Write and Read is counted in
@@ -85,4 +87,71 @@ func TestTimingKernels(t *testing.T) {
 		t.Errorf("with kernels not timed: %+v, want only the read", off)
 	}
 	t.Logf("5 saxpy launches %.3f ms, 2 products of %d³ %.3f ms", ms(on.KernelNS), n, ms(on.BlasNS))
+}
+
+// Kernels and products queued from two goroutines at once (the staged
+// step's task ranges) are each counted once, and their device times add
+// up to no more than the time that passed: a product's span holds no
+// other goroutine's kernels. The kernels are long enough to keep the
+// queue full, so that a span holding them would show as time counted
+// twice.
+func TestTimingConcurrent(t *testing.T) {
+	d := openTest(t)
+	k := build(t, d, kernels, "saxpy")
+	const big = 1 << 20
+	x, y := alloc[float32](t, d, big), alloc[float32](t, d, big)
+	must(t, x.Zero())
+	must(t, y.Zero())
+	launch := func() error {
+		for _, err := range [...]error{k.SetFloat32(0, 2), k.SetBuffer(1, x), k.SetBuffer(2, y), k.SetInt32(3, big)} {
+			if err != nil {
+				return err
+			}
+		}
+		return k.Launch([]int{big}, nil)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	const n = 64
+	a, b := upload(t, d, randn(r, n*n)), upload(t, d, randn(r, n*n))
+	c := alloc[float32](t, d, n*n)
+	gemm := func() error { return d.Sgemm(false, false, n, n, n, 1, a, 0, n, b, 0, n, 0, c, 0, n) }
+	must(t, gemm()) // compiled before the clock starts
+	must(t, d.Finish())
+	d.ProfileKernels(true)
+	defer d.ProfileKernels(false)
+	before, err := d.Timing()
+	must(t, err)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Go(func() {
+		for range 100 {
+			if errs[0] = launch(); errs[0] != nil {
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		for range 20 {
+			if errs[1] = gemm(); errs[1] != nil {
+				return
+			}
+		}
+	})
+	wg.Wait()
+	for _, err := range errs {
+		must(t, err)
+	}
+	after, err := d.Timing()
+	must(t, err)
+	wall := time.Since(start)
+	got := after.Sub(before)
+	if got.Kernels != 100 || got.Blas != 20 || got.KernelNS <= 0 || got.BlasNS <= 0 {
+		t.Errorf("100 launches and 20 products from two goroutines: %+v", got)
+	}
+	busy := got.KernelNS + got.BlasNS + got.TransferNS()
+	if busy > wall.Nanoseconds() {
+		t.Errorf("the device was busy %.3f ms in %.3f ms: a command was counted twice", ms(busy), ms(wall.Nanoseconds()))
+	}
+	t.Logf("%.3f ms of kernels, %.3f of products in %.3f ms", ms(got.KernelNS), ms(got.BlasNS), ms(wall.Nanoseconds()))
 }

@@ -210,8 +210,13 @@ func (k *Kernel) Launch(global, local []int) error {
 	if timed {
 		k.ev = 0
 		evp = uintptr(unsafe.Pointer(&k.ev))
+		k.dev.prof.enq.RLock() // see profiler.enq
 	}
-	if st := call(cl.enqueueNDRangeKernel, k.dev.queue, k.h, uintptr(dims), 0, uintptr(unsafe.Pointer(&k.global[0])), uintptr(lp), 0, 0, evp); st != 0 {
+	st := call(cl.enqueueNDRangeKernel, k.dev.queue, k.h, uintptr(dims), 0, uintptr(unsafe.Pointer(&k.global[0])), uintptr(lp), 0, 0, evp)
+	if timed {
+		k.dev.prof.enq.RUnlock()
+	}
+	if st != 0 {
 		return &Error{Op: "clEnqueueNDRangeKernel " + k.name, Status: Status(int32(st))}
 	}
 	if timed {
