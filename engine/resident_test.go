@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mkbench/mkbench/internal/opencl"
+	"github.com/mkbench/mkbench/internal/task"
 	"github.com/mkbench/mkbench/internal/testutil"
 )
 
@@ -101,7 +102,8 @@ func residentTrain(t *testing.T, cfg Config, dev *opencl.Device, resident bool, 
 }
 
 // residentDiff is the relative L2 difference between two sets of
-// parameters, over all of them and over the backbone's (conv*) alone.
+// parameters, over all of them and over the backbone's (conv*, resnet.*)
+// alone.
 func residentDiff(names []*Param, a, b [][]float64) (all, backbone float64) {
 	var num, den, cnum, cden float64
 	for i := range a {
@@ -109,7 +111,7 @@ func residentDiff(names []*Param, a, b [][]float64) (all, backbone float64) {
 			d := a[i][j] - b[i][j]
 			num += d * d
 			den += b[i][j] * b[i][j]
-			if strings.HasPrefix(names[i].Name, "conv") {
+			if strings.HasPrefix(names[i].Name, "conv") || strings.HasPrefix(names[i].Name, "resnet.") {
 				cnum += d * d
 				cden += b[i][j] * b[i][j]
 			}
@@ -317,9 +319,23 @@ func TestResidentEvalReadsDeviceWeights(t *testing.T) {
 // written on the CPU resumes on the device; resumed on the device that
 // wrote it, a run ends with the bytes of an uninterrupted one (syncing the
 // host's copy changes nothing).
+//
+// ResNet-18's resident weights likewise.
 func TestResidentCheckpointResume(t *testing.T) {
 	dev := residentDevice(t)
-	cfg := residentConfig()
+	rn := resnetConfig("metakernel", "")
+	rn.Iters, rn.LogEvery, rn.SnapshotEvery = 6, 2, 100
+	rn.EvalTasks, rn.EvalQuery, rn.EvalSamples = 3, 2, 1
+	for _, b := range []struct {
+		name string
+		cfg  Config
+		src  task.Source
+	}{{"conv", residentConfig(), residentSrc}, {"resnet", rn, blobs{way: 3, side: 7}}} {
+		t.Run(b.name, func(t *testing.T) { residentResume(t, dev, b.cfg, b.src) })
+	}
+}
+
+func residentResume(t *testing.T, dev *opencl.Device, cfg Config, src task.Source) {
 	stopAt3 := ObserverFunc(func(s Snapshot) error {
 		if s.Iter >= 3 {
 			return ErrStopped
@@ -341,7 +357,7 @@ func TestResidentCheckpointResume(t *testing.T) {
 		t.Helper()
 		UseDevice(d)
 		defer UseDevice(nil)
-		res, err := Run(context.Background(), cfg, residentSrc, RunOptions{Preset: "test", Dir: dir, Resume: resume}, obs)
+		res, err := Run(context.Background(), cfg, src, RunOptions{Preset: "test", Dir: dir, Resume: resume}, obs)
 		if obs != nil {
 			if !res.Interrupted {
 				t.Fatalf("want a stopped run, got %v", err)
