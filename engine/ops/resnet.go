@@ -167,14 +167,26 @@ func (k *resCore[F]) overChunks(j job) { k.team.parallel(len(k.chunks), false, j
 func (k *resCore[F]) setupConv(l int) {
 	cv, w, wt := &k.cv[l], k.params[3*l], k.wt[l]
 	kk2 := cv.K * cv.K
-	for f := range cv.Out {
+	// Blocks of resTransBlock filters: each row of wt is written a cache
+	// line at a time while the filters' rows of w stay in L1, where
+	// walking w in order wrote every element to another line.
+	for f0 := 0; f0 < cv.Out; f0 += resTransBlock {
+		f1 := min(f0+resTransBlock, cv.Out)
 		for c := range cv.In {
 			for tap := range kk2 {
-				wt[(tap*cv.In+c)*cv.Out+f] = F(w[f*cv.kk+c*kk2+tap])
+				dst := wt[(tap*cv.In+c)*cv.Out+f0 : (tap*cv.In+c)*cv.Out+f1]
+				o := c*kk2 + tap
+				for f := range dst {
+					dst[f] = F(w[(f0+f)*cv.kk+o])
+				}
 			}
 		}
 	}
 }
+
+// resTransBlock is the number of filters the weights' layout changes
+// handle at a time (setupConv, weightUnit).
+const resTransBlock = 16
 
 // convChunk runs convolutions ca (and cb) over a chunk's images and sums
 // their outputs for the batch statistics.

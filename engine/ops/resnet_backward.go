@@ -200,11 +200,18 @@ func (k *resCore[F]) weightUnit(u int) {
 		k.fm.gemm(&sc.ws, true, false, w, cv.Out, r1-r0, 1, a, lda, dz[r0*cv.Out:], cv.Out, 0, tmp, cv.Out, false)
 		k.fm.addF64(acc, tmp)
 	}
+	// Filters outer, in blocks: the unit's columns of a few rows of gw
+	// stay in L1 while they are written, where walking acc in order wrote
+	// every element to another line.
 	gw, kk2 := k.grads[3*l], cv.K*cv.K
-	for j := c0; j < c1; j++ {
-		tap, c := j/cv.In, j%cv.In
-		for f, v := range acc[(j-c0)*cv.Out : (j-c0+1)*cv.Out] {
-			gw[f*cv.kk+c*kk2+tap] = v
+	for f0 := 0; f0 < cv.Out; f0 += resTransBlock {
+		f1 := min(f0+resTransBlock, cv.Out)
+		for j := c0; j < c1; j++ {
+			o := (j%cv.In)*kk2 + j/cv.In
+			src := acc[(j-c0)*cv.Out+f0 : (j-c0)*cv.Out+f1]
+			for f, v := range src {
+				gw[(f0+f)*cv.kk+o] = v
+			}
 		}
 	}
 }

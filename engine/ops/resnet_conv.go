@@ -41,8 +41,14 @@ func resLayers(s ResNetSpec) ([]resConv, []resBlock) {
 		rc.group = max(1, resGroupRows/rc.po)
 		// Weight-gradient units of ~1/8 of the columns (16 to 128, a
 		// multiple of 8): enough units for the cores, wide enough for the
-		// product's kernel.
+		// product's kernel; whole taps where that is near (64 channels:
+		// 64 columns, not 72), so that a unit's im2col copies one segment
+		// per row. The width does not change the sums: every column's is
+		// the same product over the same rows.
 		rc.uw = min(rc.kk, min(128, max(16, (rc.kk/8+7)/8*8)))
+		if c.In >= 16 && rc.uw > c.In && rc.uw < 2*c.In {
+			rc.uw = c.In
+		}
 		cv[l] = rc
 	}
 	var bs []resBlock
@@ -61,24 +67,43 @@ func resLayers(s ResNetSpec) ([]resConv, []resBlock) {
 // resIm2col writes, for the output pixels r0 … r1−1 of the batch (row r is
 // pixel r mod po of image r / po), im2col columns c0 … c1−1 into dst (row
 // stride ldd): per tap (ky, kx row-major) the In channels of the input
-// pixel it reads, zeros where that is padding.
+// pixel it reads, zeros where that is padding. The image, pixel and tap
+// are stepped rather than divided out per row and segment: the divisions
+// cost more than the copies of a 3×3 layer's unit.
 func resIm2col[F float](dst []F, ldd int, src []F, cv *resConv, r0, r1, c0, c1 int) {
 	cin, k := cv.In, cv.K
+	t0, ch0 := c0/cin, c0%cin
+	i, q := r0/cv.po, r0%cv.po
+	oy, ox := q/cv.OutWidth, q%cv.OutWidth
 	for r := r0; r < r1; r++ {
-		i, q := r/cv.po, r%cv.po
-		y0, x0 := (q/cv.OutWidth)*cv.Stride-cv.pt, (q%cv.OutWidth)*cv.Stride-cv.pl
+		y0, x0 := oy*cv.Stride-cv.pt, ox*cv.Stride-cv.pl
 		img := src[i*cv.p*cin : (i+1)*cv.p*cin]
 		row := dst[(r-r0)*ldd : (r-r0)*ldd+c1-c0]
+		ky, kx, ch := t0/k, t0%k, ch0
 		for j := c0; j < c1; {
-			tap, ch := j/cin, j%cin
 			n := min(cin-ch, c1-j)
 			seg := row[j-c0 : j-c0+n]
-			if iy, ix := y0+tap/k, x0+tap%k; iy < 0 || iy >= cv.Height || ix < 0 || ix >= cv.Width {
+			if iy, ix := y0+ky, x0+kx; iy < 0 || iy >= cv.Height || ix < 0 || ix >= cv.Width {
 				clear(seg)
+			} else if px := img[(iy*cv.Width+ix)*cin+ch:]; n < 8 {
+				// A few channels (the stem's RGB): a call to copy would
+				// cost more than the values it moves.
+				for e := range seg {
+					seg[e] = px[e]
+				}
 			} else {
-				copy(seg, img[(iy*cv.Width+ix)*cin+ch:])
+				copy(seg, px)
 			}
 			j += n
+			ch = 0
+			if kx++; kx == k {
+				kx, ky = 0, ky+1
+			}
+		}
+		if ox++; ox == cv.OutWidth {
+			if ox, oy = 0, oy+1; oy == cv.OutHeight {
+				oy, i = 0, i+1
+			}
 		}
 	}
 }
