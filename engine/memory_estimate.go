@@ -352,10 +352,10 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 	}
 	eval := f(c.MetaBatch) * (f(c.SupportPoints())*f(c.EvalShifts()) + f(c.EvalQuery)*f(max(c.Way, 1)))
 	largest := max(eval, f(c.SupportPoints())+100) // the display's one task
-	// The backbone's resident parameters (resident.go), in training and in
-	// an evaluation alike: masters, moments and gradient in double and the
-	// float32 weights (a conv backbone's with the rotated filters: counted
-	// as twice the values).
+	// The backbone's resident parameters (resident.go): the masters in
+	// double and the float32 weights (a conv backbone's with the rotated
+	// filters: counted as twice the values), and in training the moments
+	// and the gradient in double.
 	var resident float64
 	switch {
 	case c.UsesResNet():
@@ -367,10 +367,11 @@ func (c Config) deviceBuffers(train bool) (float64, bool) {
 			resident += f(c.Conv.Filters)*f(c.Conv.FanIn(l)) + f(c.Conv.Filters)
 		}
 	}
-	held := 4*8*resident + 4*2*resident
+	held := 8*resident + 4*2*resident
 	if !train {
 		return flows + bytes(largest) + held, true
 	}
+	held += 3 * 8 * resident
 	ns, nq := f(c.SupportPoints()), f(c.QueryPoints())
 	if c.Classify() && !c.Varying {
 		ns, nq = f(c.TrainingShot())*f(c.TrainingWay()), f(c.Query)*f(c.TrainingWay())

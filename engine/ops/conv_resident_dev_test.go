@@ -511,3 +511,40 @@ func TestResidentReaderWeights(t *testing.T) {
 		t.Error("an evaluation op took a gradient")
 	}
 }
+
+// A model that only evaluates holds the masters and the float32 weights
+// on the device, not the moments and the gradient a training step needs:
+// those are made by the first upload of moments (or the first norm).
+func TestResidentEvaluationHoldsMasters(t *testing.T) {
+	dev := testDevice(t)
+	spec := residentSpec
+	before := dev.MemStats().Live
+	c, err := NewConvResident(dev, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := dev.MemStats().Live - before
+	pr := newConvProblem(spec, 3, 10)
+	k, ref := newConvDevKernel(t, dev, spec), newConvDevKernel(t, dev, spec)
+	if err := c.attach(k, true); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pr.forward(t, k, 1, false), pr.forward(t, ref, 1, false); !slices.Equal(got, want) {
+		t.Fatal("the evaluation's features differ from part 1's")
+	}
+	real := int64(4)
+	if c.FP64() {
+		real = 8
+	}
+	if want := real*int64(c.n) + 4*int64(c.r.w.Len()); c.r.m != nil || c.r.v != nil || c.r.g != nil || held != want {
+		t.Errorf("an evaluation's resident parameters: moments %v, gradient %v, %d bytes held (masters and weights: %d)", c.r.m != nil, c.r.g != nil, held, want)
+	}
+	if err := c.Download(residentZeros(spec), residentZeros(spec), nil); err == nil {
+		t.Error("moments that were never on the device came down")
+	} else {
+		t.Log(err)
+	}
+	if err := c.Adam(residentSteps(spec, 1, 1)); err == nil {
+		t.Error("an update ran without a gradient")
+	}
+}

@@ -140,19 +140,10 @@ func newResidentStore(dev *opencl.Device, lay residentLayout, lens []int, ranges
 		return nil, err
 	}
 	s.fp64 = got[0] == 8
-	np := (n + resSumChunk - 1) / resSumChunk
-	for _, b := range []struct {
-		b **opencl.Buffer
-		n int
-	}{{&s.r.p, n}, {&s.r.m, n}, {&s.r.v, n}, {&s.r.g, n}, {&s.r.parts, np}, {&s.r.out, 1}} {
-		if s.fp64 {
-			err = convDevEnsure[float64](dev, b.b, b.n)
-		} else {
-			err = convDevEnsure[float32](dev, b.b, b.n)
-		}
-		if err != nil {
-			return nil, err
-		}
+	// The moments and the gradient wait for the first training step (an
+	// evaluation's model needs the masters and the weights alone).
+	if err := s.ensure(&s.r.p, n); err != nil {
+		return nil, err
 	}
 	if err := convDevEnsure[float32](dev, &s.r.w, wLen); err != nil {
 		return nil, err
@@ -276,9 +267,14 @@ func (s *ResidentStore) Upload(params, m, v [][]float64) error {
 		if src == nil {
 			continue
 		}
+		if i > 0 {
+			if err := s.training(); err != nil {
+				return err
+			}
+		}
 		s.h64[i] = grow64(s.h64[i], s.n)
 		s.lay.pack(s.h64[i], src)
-		if err := s.write(s.buf(i), s.h64[i]); err != nil {
+		if err := s.write(*s.buf(i), s.h64[i]); err != nil {
 			return err
 		}
 	}
@@ -308,8 +304,11 @@ func (s *ResidentStore) Download(params, m, v [][]float64) error {
 		if dst == nil {
 			continue
 		}
+		if *s.buf(i) == nil {
+			return fmt.Errorf("resident: no %s values on the device: nothing trained there", resTensorKind[i])
+		}
 		s.h64[i] = grow64(s.h64[i], s.n)
-		if err := s.read(s.buf(i), s.h64[i]); err != nil {
+		if err := s.read(*s.buf(i), s.h64[i]); err != nil {
 			return err
 		}
 		s.lay.unpack(s.h64[i], dst)
@@ -408,8 +407,30 @@ func (s *ResidentStore) SGD(steps []SGDStep) error {
 }
 
 // buf is the device buffer of staging slot i: masters, M, V.
-func (s *ResidentStore) buf(i int) *opencl.Buffer {
-	return [3]*opencl.Buffer{s.r.p, s.r.m, s.r.v}[i]
+func (s *ResidentStore) buf(i int) **opencl.Buffer {
+	return [3]**opencl.Buffer{&s.r.p, &s.r.m, &s.r.v}[i]
+}
+
+// ensure makes *b a buffer of n reals (once: the sizes never change).
+func (s *ResidentStore) ensure(b **opencl.Buffer, n int) error {
+	if s.fp64 {
+		return convDevEnsure[float64](s.dev, b, n)
+	}
+	return convDevEnsure[float32](s.dev, b, n)
+}
+
+// training makes the buffers of the training steps: the moments, the
+// gradient and the norm's partial sums.
+func (s *ResidentStore) training() error {
+	for _, b := range []struct {
+		b **opencl.Buffer
+		n int
+	}{{&s.r.m, s.n}, {&s.r.v, s.n}, {&s.r.g, s.n}, {&s.r.parts, (s.n + resSumChunk - 1) / resSumChunk}, {&s.r.out, 1}} {
+		if err := s.ensure(b.b, b.n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func grow64(s []float64, n int) []float64 {
@@ -455,6 +476,9 @@ func (s *ResidentStore) read(b *opencl.Buffer, dst []float64) error {
 // chunks of resSumChunk, then the chunks). With none the gradient is
 // zero. The scalar is the only value that comes down.
 func (s *ResidentStore) gradNormSq(sums []*opencl.Buffer) (float64, error) {
+	if err := s.training(); err != nil {
+		return 0, err
+	}
 	for i, b := range sums {
 		a := convArgs{k: s.r.acc}
 		a.buf(s.r.g).buf(b).int(s.n).flag(i == 0)
@@ -506,6 +530,9 @@ type SGDStep struct {
 
 // adam updates the n values from off with the step's gradient.
 func (s *ResidentStore) adam(off, n int, st AdamStep) error {
+	if s.r.g == nil || s.r.m == nil || s.r.v == nil {
+		return fmt.Errorf("resident: an Adam update before any gradient or second moment")
+	}
 	a := convArgs{k: s.r.adam}
 	a.buf(s.r.p).buf(s.r.g).buf(s.r.m).buf(s.r.v).int(off)
 	for _, x := range [...]float64{st.Scale, st.Step, st.B1, st.B2, st.Eps, st.Factor} {
@@ -518,6 +545,9 @@ func (s *ResidentStore) adam(off, n int, st AdamStep) error {
 
 // sgd updates the n values from off with the step's gradient.
 func (s *ResidentStore) sgd(off, n int, st SGDStep) error {
+	if s.r.g == nil || s.r.m == nil {
+		return fmt.Errorf("resident: an update before any gradient")
+	}
 	a := convArgs{k: s.r.sgd}
 	a.buf(s.r.p).buf(s.r.g).buf(s.r.m).int(off)
 	for _, x := range [...]float64{st.Scale, st.LR, st.Momentum, st.Factor} {
