@@ -19,11 +19,11 @@ var residentOff bool
 // optimizer's step updates them there, and the host's copy (Params,
 // Optimizer.M and V of those tensors) is brought up to date only where
 // something reads it (SyncHost): checkpoints, evaluations and displays.
-// The evaluation and display graphs' convolutions read the device's
-// float32 weights too (attachReaders), which go up only when the host's
-// values they are given differ from the ones those weights were made
-// from (ops.ConvResident's rule: compared bit for bit, so a value changed
-// on the host by anyone is never evaluated stale).
+// The evaluation and display graphs' backbones read the device's float32
+// weights too (attachReaders), which go up only when the host's values
+// they are given differ from the ones those weights were made from
+// (ops.ResidentStore's rule: compared bit for bit, so a value changed on
+// the host by anyone is never evaluated stale).
 //
 // Which side holds the truth: after a sync, or after the host's values
 // change (a checkpoint restored), the host; the next training step then
