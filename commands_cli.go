@@ -98,7 +98,8 @@ func init() {
 		{name: "devices", synopsis: "list the OpenCL platforms and devices --device can choose, with their memory and compute units",
 			usage: []string{"devices [--json]"},
 			long: "Lists every OpenCL device of every platform, in the order opencl:N counts them, with its type, platform, memory, largest buffer, compute units, " +
-				"work-group size, OpenCL C version, double precision and driver. Without an OpenCL loader, platform or device it says which is missing and how to " +
+				"work-group size, OpenCL C version, double precision (FP64: yes keeps a backbone trained there in double-precision master weights and optimizer moments, " +
+				"no in float32 ones) and driver. Without an OpenCL loader, platform or device it says which is missing and how to " +
 				"install it, and exits 1 (--json prints an empty list first), so that a script can test for a device with its exit status; mkbench still runs on the CPU. " +
 				"auto never picks a CPU device (PoCL): name it with opencl:N (docs/gpu.md).",
 			examples: []string{"mkbench devices", "mkbench devices --json", "mkbench devices && mkbench run --preset omniglot-5w1s --device opencl"},
