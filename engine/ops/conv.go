@@ -436,7 +436,7 @@ func (k *convCore[F]) setStep(seed, stream uint64, train bool, keep float64) {
 // ConvKernel evaluates a ConvSpec network on plain float64 slices, keeping
 // what Backward needs (each block's pooled output and the position of each
 // window's maximum). It computes in float32 with internal/sgemm's AVX2+FMA
-// kernels where the CPU has them: blocks with at least 16 input channels
+// (or AVX-512, the same bytes) kernels where the CPU has them: blocks with at least 16 input channels
 // by Winograd F(2×2, 3×3) (16 products over the channels per tile, the
 // output transform fused with bias, ReLU, dropout and pooling), the first
 // block of an image by im2col and one product; images are split into 8

@@ -67,9 +67,11 @@ func resLayers(s ResNetSpec) ([]resConv, []resBlock) {
 // resIm2col writes, for the output pixels r0 … r1−1 of the batch (row r is
 // pixel r mod po of image r / po), im2col columns c0 … c1−1 into dst (row
 // stride ldd): per tap (ky, kx row-major) the In channels of the input
-// pixel it reads, zeros where that is padding. The image, pixel and tap
-// are stepped rather than divided out per row and segment: the divisions
-// cost more than the copies of a 3×3 layer's unit.
+// pixel it reads, zeros where that is padding. The taps of one kernel row
+// that fall inside the image are consecutive pixels of the input, so they
+// are copied at once (the stem's seven 3-channel taps: one copy of 21
+// values, not seven of 3); the image, pixel and tap are stepped rather
+// than divided out per row and segment, which cost more than the copies.
 func resIm2col[F float](dst []F, ldd int, src []F, cv *resConv, r0, r1, c0, c1 int) {
 	cin, k := cv.In, cv.K
 	t0, ch0 := c0/cin, c0%cin
@@ -81,13 +83,19 @@ func resIm2col[F float](dst []F, ldd int, src []F, cv *resConv, r0, r1, c0, c1 i
 		row := dst[(r-r0)*ldd : (r-r0)*ldd+c1-c0]
 		ky, kx, ch := t0/k, t0%k, ch0
 		for j := c0; j < c1; {
-			n := min(cin-ch, c1-j)
+			iy, ix := y0+ky, x0+kx
+			// n values from tap (ky, kx), channel ch on: the rest of the
+			// tap, and the later taps of its kernel row inside the image.
+			n, inside := min(cin-ch, c1-j), iy >= 0 && iy < cv.Height && ix >= 0 && ix < cv.Width
+			if inside {
+				n = min(cin-ch+min(k-1-kx, cv.Width-1-ix)*cin, c1-j)
+			}
 			seg := row[j-c0 : j-c0+n]
-			if iy, ix := y0+ky, x0+kx; iy < 0 || iy >= cv.Height || ix < 0 || ix >= cv.Width {
+			if !inside {
 				clear(seg)
-			} else if px := img[(iy*cv.Width+ix)*cin+ch:]; n < 8 {
-				// A few channels (the stem's RGB): a call to copy would
-				// cost more than the values it moves.
+			} else if px := img[(iy*cv.Width+ix)*cin+ch:][:n]; n < 8 {
+				// A few channels: a call to copy would cost more than the
+				// values it moves.
 				for e := range seg {
 					seg[e] = px[e]
 				}
@@ -95,10 +103,11 @@ func resIm2col[F float](dst []F, ldd int, src []F, cv *resConv, r0, r1, c0, c1 i
 				copy(seg, px)
 			}
 			j += n
-			ch = 0
-			if kx++; kx == k {
+			// Past the last column a partial tap leaves the state unused.
+			if kx += (ch + n) / cin; kx == k {
 				kx, ky = 0, ky+1
 			}
+			ch = 0
 		}
 		if ox++; ox == cv.OutWidth {
 			if ox, oy = 0, oy+1; oy == cv.OutHeight {
