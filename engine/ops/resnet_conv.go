@@ -118,22 +118,34 @@ func resIm2col[F float](dst []F, ldd int, src []F, cv *resConv, r0, r1, c0, c1 i
 }
 
 // resCol2im adds the im2col-shaped gradient col (all kk columns, rows of
-// output pixels r0 … r1−1) into the gradient dst of the input images.
+// output pixels r0 … r1−1) into the gradient dst of the input images. As
+// in resIm2col, the taps of a kernel row inside the image are consecutive
+// input pixels, added in one loop, and the pixel is stepped, not divided
+// out; every input value still receives its rows' terms in row order.
 func resCol2im[F float](dst, col []F, cv *resConv, r0, r1 int) {
 	cin, k := cv.In, cv.K
+	i, q := r0/cv.po, r0%cv.po
+	oy, ox := q/cv.OutWidth, q%cv.OutWidth
 	for r := r0; r < r1; r++ {
-		i, q := r/cv.po, r%cv.po
-		y0, x0 := (q/cv.OutWidth)*cv.Stride-cv.pt, (q%cv.OutWidth)*cv.Stride-cv.pl
+		y0, x0 := oy*cv.Stride-cv.pt, ox*cv.Stride-cv.pl
 		img := dst[i*cv.p*cin : (i+1)*cv.p*cin]
 		row := col[(r-r0)*cv.kk : (r-r0+1)*cv.kk]
-		for tap := range k * k {
-			iy, ix := y0+tap/k, x0+tap%k
-			if iy < 0 || iy >= cv.Height || ix < 0 || ix >= cv.Width {
+		// The kernel columns kx0 … kx1−1 fall inside the image.
+		kx0, kx1 := max(0, -x0), min(k, cv.Width-x0)
+		for ky := range k {
+			iy := y0 + ky
+			if iy < 0 || iy >= cv.Height || kx0 >= kx1 {
 				continue
 			}
-			d := img[(iy*cv.Width+ix)*cin : (iy*cv.Width+ix+1)*cin]
-			for c, v := range row[tap*cin : (tap+1)*cin] {
+			n := (kx1 - kx0) * cin
+			d := img[(iy*cv.Width+x0+kx0)*cin:][:n]
+			for c, v := range row[(ky*k+kx0)*cin:][:n] {
 				d[c] += v
+			}
+		}
+		if ox++; ox == cv.OutWidth {
+			if ox, oy = 0, oy+1; oy == cv.OutHeight {
+				oy, i = 0, i+1
 			}
 		}
 	}
