@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/mkbench/mkbench/engine"
@@ -372,24 +371,11 @@ func TestOmniglotDeviceKilledResumesOnCPU(t *testing.T) {
 	data := testutil.Data(t, "omniglot")
 	devs := openCLDevices(t)
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(binary, "run", "--preset", "omniglot-5w1s", "--iters", "100000", "--set", "meta_batch=2", "--set", "log_every=1", "--eval-tasks", "10",
-		"--data", data, "--out", dir, "--device", "opencl:0")
-	cmd.Env = append(os.Environ(), deviceEnv+"=")
-	var se strings.Builder
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitForRows(t, cmd, filepath.Join(dir, engine.FileMetrics))
-	cmd.Process.Signal(syscall.SIGTERM)
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "--resume") {
-		t.Fatalf("SIGTERM on the device: want exit 130 with a resume hint, got %v, %q", err, se.String())
-	}
+	ck := signalledRun(t, []string{deviceEnv + "="}, dir, "--preset", "omniglot-5w1s", "--iters", "100000", "--set", "meta_batch=2",
+		"--set", "log_every=1", "--eval-tasks", "10", "--data", data, "--device", "opencl:0")
 	label := "opencl:0 " + devs[0].Name + " (" + devs[0].PlatformName + ")"
-	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
-	if err != nil || ck.Iter == 0 || ck.Device != label {
-		t.Fatalf("the device's checkpoint: iteration %d, device %q (%v); want past 0 on %q", ck.Iter, ck.Device, err, label)
+	if ck.Device != label {
+		t.Fatalf("the device's checkpoint records device %q, want %q", ck.Device, label)
 	}
 	so, se2, code := mkbench(t, "run", "--resume", dir, "--device", "cpu", "--iters", fmtInt(ck.Iter+3), "--quiet")
 	if code != 0 || !strings.Contains(so, "eval accuracy") {

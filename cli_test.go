@@ -230,7 +230,21 @@ func TestRunThenEvalReproduces(t *testing.T) {
 // SIGTERM during a run checkpoints first; --resume then finishes it.
 func TestSignalCheckpointsAndResumeFinishes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(binary, "run", "--preset", "sine-5shot", "--variant", "vrf", "--iters", "100000", "--out", dir)
+	ck := signalledRun(t, nil, dir, "--preset", "sine-5shot", "--variant", "vrf", "--iters", "100000")
+	so, se2, code := mkbench(t, "run", "--resume", dir, "--iters", fmtInt(ck.Iter+20), "--quiet")
+	if code != 0 || !strings.Contains(so, "done") {
+		t.Fatalf("resume: exit %d: %s %s", code, so, se2)
+	}
+}
+
+// signalledRun starts mkbench run with args (and env added) into dir in a
+// process of its own, stops it with SIGTERM once it has logged metrics,
+// fails t unless it exits 130 with the --resume hint, and returns the
+// checkpoint the signal had it write.
+func signalledRun(t *testing.T, env []string, dir string, args ...string) *engine.Checkpoint {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"run", "--out", dir}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var se strings.Builder
 	cmd.Stderr = &se
 	if err := cmd.Start(); err != nil {
@@ -240,16 +254,16 @@ func TestSignalCheckpointsAndResumeFinishes(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGTERM)
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 || !strings.Contains(se.String(), "--resume") {
-		t.Fatalf("want exit 130 with a resume hint, got %v, %q", err, se.String())
+		t.Fatalf("run %v: want exit 130 with a resume hint after SIGTERM, got %v, %q", args, err, se.String())
 	}
 	ck, err := engine.LoadCheckpoint(filepath.Join(dir, engine.FileCheckpoint))
-	if err != nil || ck.Iter == 0 {
+	if err != nil {
 		t.Fatalf("checkpoint after SIGTERM: %v", err)
 	}
-	so, se2, code := mkbench(t, "run", "--resume", dir, "--iters", fmtInt(ck.Iter+20), "--quiet")
-	if code != 0 || !strings.Contains(so, "done") {
-		t.Fatalf("resume: exit %d: %s %s", code, so, se2)
+	if ck.Iter == 0 {
+		t.Fatal("the checkpoint after SIGTERM is at iteration 0")
 	}
+	return ck
 }
 
 // waitForRows waits up to a minute for the child cmd to write its first
