@@ -31,12 +31,13 @@ type convMath[F float] struct {
 	// transpose writes the transpose of a rows×cols matrix (see
 	// sgemm.Transpose).
 	transpose func(dst []F, ldd int, src []F, lds, rows, cols int)
-	// Winograd tile kernels: see sgemm.WinoIn, WinoOutPool, WinoGradOut and
-	// WinoInT.
+	// Winograd tile kernels: see sgemm.WinoIn, WinoOutPool, WinoGradOut,
+	// WinoInT and WinoOut.
 	winoIn      func(v []F, ldv int, src []F, lds, c int)
 	winoOutPool func(out []F, arg []uint8, m []F, ldm int, bias []F, alpha F, mask []F, flags int)
 	winoGradOut func(dm []F, ldm int, db, g, out []F, arg []uint8, alpha F)
 	winoInT     func(dst []F, ldd int, dv []F, ldv, c int)
+	winoOut     func(dst []F, ldd int, m []F, ldm, n, flags int)
 }
 
 var convMath32 = convMath[float32]{
@@ -56,6 +57,7 @@ var convMath32 = convMath[float32]{
 	winoOutPool: sgemm.WinoOutPool,
 	winoGradOut: sgemm.WinoGradOut,
 	winoInT:     sgemm.WinoInT,
+	winoOut:     sgemm.WinoOut,
 }
 
 var convMath64 = convMath[float64]{
@@ -99,6 +101,7 @@ var convMath64 = convMath[float64]{
 	winoOutPool: sgemm.WinoOutPoolGo[float64],
 	winoGradOut: sgemm.WinoGradOutGo[float64],
 	winoInT:     sgemm.WinoInTGo[float64],
+	winoOut:     sgemm.WinoOutGo[float64],
 }
 
 // convMaxPool4, convMaskedMaxPool4 and convUnpool4 are sgemm.MaxPool4,

@@ -141,17 +141,28 @@ func (k *convCore[F]) backwardWino(l, lo, g0, g1 int, gin, gout, gw []F, beta F,
 	}
 }
 
-// setupWino transforms the filters of block l: U = G·g·Gᵀ for every input
-// channel c and filter f, g[u][v] = W[f][c·9 + 3u + v], computed in
-// float64. The loops follow W's layout and write the transposed matrices
-// (filter-major) contiguously; the channel-major ones the forward products
-// read are made from them by blocked transposes.
+// setupWino transforms the filters of block l (winoFilters) into k.ut[l]
+// and makes the channel-major matrices the forward products read from
+// them by blocked transposes.
 func (k *convCore[F]) setupWino(l int, w, b []float64) {
 	ly, nf := k.ls[l], k.spec.Filters
 	c := ly.cin
-	ut := k.ut[l]
 	for f := 0; f < nf; f++ {
 		k.bias[l][f] = F(b[f])
+	}
+	winoFilters(k.ut[l], w, nf, c)
+	for x := 0; x < 16; x++ {
+		k.fm.transpose(k.u[l][x*c*nf:], nf, k.ut[l][x*nf*c:], c, nf, c)
+	}
+}
+
+// winoFilters writes U = G·g·Gᵀ for every input channel ci < c and filter
+// f < nf, g[u][v] = w[f·9c + ci·9 + 3u + v] (the layout of both the
+// Conv-n and the ResNet weights), computed in float64, into ut: 16
+// filter-major matrices nf×c, ut[(ξ·nf + f)·c + ci]. The loops follow w's
+// layout and write ut contiguously.
+func winoFilters[F float](ut []F, w []float64, nf, c int) {
+	for f := 0; f < nf; f++ {
 		for ci := 0; ci < c; ci++ {
 			g := w[f*9*c+ci*9 : f*9*c+ci*9+9]
 			var t [4][3]float64 // G·g
@@ -165,9 +176,6 @@ func (k *convCore[F]) setupWino(l int, w, b []float64) {
 				}
 			}
 		}
-	}
-	for x := 0; x < 16; x++ {
-		k.fm.transpose(k.u[l][x*c*nf:], nf, ut[x*nf*c:], c, nf, c)
 	}
 }
 

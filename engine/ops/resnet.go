@@ -16,6 +16,8 @@ type resScratch[F float] struct {
 	ucol []F       // a weight-gradient unit's im2col columns of resUnitRows rows
 	tmp  []F       // a weight-gradient unit's product
 	acc  []float64 // a weight-gradient unit's sum over the batch
+	// Winograd: transformed inputs, products, a zero-bordered image
+	wv, wm, pad []F
 }
 
 // resCore is the ResNet kernel in working precision F. Batch norm couples
@@ -37,6 +39,7 @@ type resCore[F float] struct {
 	chunks [][2]int
 	chunk  int
 	wt     [][]F // per conv: kk×Out, row tap·In + c holds W[·][c·K² + tap]
+	ut     [][]F // per Winograd conv: its transformed filters (winoFilters)
 	bn     []bnState[F]
 	z      [][]F // per conv: its output (N·po×Out); in backward the gradient w.r.t. it
 	src    [][]F // per conv: its input
@@ -78,10 +81,9 @@ func newResCore[F float](p *Pool, spec ResNetSpec, fm *convMath[F]) *resCore[F] 
 	k.cv, k.blk = resLayers(spec)
 	k.pl = newResPool(k.cv[0].ResNetConv)
 	k.team = newTeam(p, k)
-	k.wt = make([][]F, len(k.cv))
+	k.wt, k.ut = make([][]F, len(k.cv)), make([][]F, len(k.cv))
 	k.bn = make([]bnState[F], len(k.cv))
 	for l, cv := range k.cv {
-		k.wt[l] = alignedAlloc[F](cv.kk * cv.Out)
 		k.unitAt = append(k.unitAt, len(k.units))
 		for c := 0; c < cv.kk; c += cv.uw {
 			k.units = append(k.units, [3]int{l, c, min(c+cv.uw, cv.kk)})
@@ -143,13 +145,19 @@ func (k *resCore[F]) scratch() *resScratch[F] {
 		return sc
 	default:
 	}
-	var col, ucol, tmp int
+	var col, ucol, tmp, wv, pad int
 	for _, cv := range k.cv {
-		col = max(col, min(cv.group, k.chunk)*cv.po*cv.kk)
+		n := min(cv.group, k.chunk)
+		col = max(col, n*cv.po*cv.kk)
 		ucol = max(ucol, resUnitRows*cv.uw)
 		tmp = max(tmp, cv.uw*cv.Out)
+		if cv.im3 {
+			v, p := cv.winoSizes(n)
+			wv, pad = max(wv, v), max(pad, p)
+		}
 	}
-	return &resScratch[F]{col: alignedAlloc[F](col), ucol: alignedAlloc[F](ucol), tmp: alignedAlloc[F](tmp), acc: make([]float64, tmp)}
+	return &resScratch[F]{col: alignedAlloc[F](col), ucol: alignedAlloc[F](ucol), tmp: alignedAlloc[F](tmp), acc: make([]float64, tmp),
+		wv: alignedAlloc[F](wv), wm: alignedAlloc[F](wv), pad: alignedAlloc[F](pad)}
 }
 
 func (k *resCore[F]) release(sc *resScratch[F]) {
@@ -163,9 +171,17 @@ func (k *resCore[F]) release(sc *resScratch[F]) {
 func (k *resCore[F]) overChunks(j job) { k.team.parallel(len(k.chunks), false, j) }
 
 // setupConv converts the weights of convolution l to working precision in
-// the im2col layout.
+// the im2col layout, or transforms them for Winograd.
 func (k *resCore[F]) setupConv(l int) {
-	cv, w, wt := &k.cv[l], k.params[3*l], k.wt[l]
+	cv, w := &k.cv[l], k.params[3*l]
+	if cv.wino {
+		k.setupWino(l)
+		return
+	}
+	if len(k.wt[l]) == 0 {
+		k.wt[l] = alignedAlloc[F](cv.kk * cv.Out)
+	}
+	wt := k.wt[l]
 	kk2 := cv.K * cv.K
 	// Blocks of resTransBlock filters: each row of wt is written a cache
 	// line at a time while the filters' rows of w stay in L1, where
@@ -205,6 +221,10 @@ func (k *resCore[F]) convChunk(ci int) {
 		cv, src, z := &k.cv[l], k.src[l], k.z[l]
 		for g0 := lo; g0 < hi; g0 += cv.group {
 			g1 := min(g0+cv.group, hi)
+			if cv.wino {
+				k.winoConv(sc, cv, src, z, g0, g1, cv.In, cv.Out, k.ut[l], true, &resWinoId, false)
+				continue
+			}
 			a := sc.col
 			switch {
 			case cv.direct:

@@ -152,7 +152,7 @@ func (k *resCore[F]) gradIn(sc *resScratch[F], l, ci int, g, dst []F, add bool) 
 	cv, z := &k.cv[l], k.z[l]
 	n, pin := cv.po*cv.Out, cv.p*cv.In
 	lo, hi := k.chunks[ci][0], k.chunks[ci][1]
-	if dst != nil && !add && !cv.direct {
+	if dst != nil && !add && !cv.direct && !cv.wino {
 		clear(dst[lo*pin : hi*pin])
 	}
 	for g0 := lo; g0 < hi; g0 += cv.group {
@@ -161,6 +161,10 @@ func (k *resCore[F]) gradIn(sc *resScratch[F], l, ci int, g, dst []F, add bool) 
 			k.bn[l].gradInput(i, z[i*n:(i+1)*n], g[i*n:(i+1)*n], z[i*n:(i+1)*n])
 		}
 		if dst == nil {
+			continue
+		}
+		if cv.wino {
+			k.winoConv(sc, cv, z, dst, g0, g1, cv.Out, cv.In, k.ut[l], false, &resWinoRot, add)
 			continue
 		}
 		rows := (g1 - g0) * cv.po

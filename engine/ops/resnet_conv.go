@@ -14,6 +14,8 @@ type resConv struct {
 	direct bool // 1×1 stride 1: the input is its own im2col
 	im3    bool // 3×3 stride 1: convIm2col's case
 	uw     int  // im2col columns per weight-gradient unit
+	wino   bool // 3×3 stride 1 by Winograd (resnet_wino.go)
+	th, tw int  // its tiles: rows and columns of 2×2 output pixels
 }
 
 // resBlock holds the convolutions of one BasicBlock; proj is −1 for an
@@ -39,6 +41,9 @@ func resLayers(s ResNetSpec) ([]resConv, []resBlock) {
 		rc.direct = c.K == 1 && c.Stride == 1
 		rc.im3 = c.K == 3 && c.Stride == 1
 		rc.group = max(1, resGroupRows/rc.po)
+		if rc.im3 {
+			rc.winoGeom()
+		}
 		// Weight-gradient units of ~1/8 of the columns (16 to 128, a
 		// multiple of 8): enough units for the cores, wide enough for the
 		// product's kernel; whole taps where that is near (64 channels:

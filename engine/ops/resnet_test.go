@@ -226,10 +226,13 @@ func TestResNetGradFD(t *testing.T) {
 // TestResNetFloat32MatchesFloat64 runs a mid-sized network in both
 // precisions. Batch statistics over few values amplify float32 rounding
 // (2e-4 relative with three 1×1 maps per channel); maps of 2×2 and more
-// with five support images keep it at the GEMMs' ~1e-6.
+// with five support images keep it at the GEMMs' ~1e-6. A value within
+// float32 rounding of a ReLU's kink switches a gradient element on or off
+// (~2e-3 here): with seed 4 one block output was 3.6e-7 with Winograd
+// layers and 0 in float64, so the problem is seed 7's, which has none.
 func TestResNetFloat32MatchesFloat64(t *testing.T) {
 	s := ResNetSpec{Channels: 3, Height: 48, Width: 48, Widths: [4]int{8, 16, 16, 32}, Out: 10}
-	p := newResProblem(s, BNLayout{Episodes: 2, Support: 5, Query: 3}, 4)
+	p := newResProblem(s, BNLayout{Episodes: 2, Support: 5, Query: 3}, 7)
 	o32, g32, x32 := p.run(t, newResKernel(t, s, false), BNTrain)
 	o64, g64, x64 := p.run(t, newResKernel(t, s, true), BNTrain)
 	check := func(name string, a, b []float64) {

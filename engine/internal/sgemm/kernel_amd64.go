@@ -84,12 +84,16 @@ func winoGradOutAVX(dm *float32, ldm int, db, gv, out *float32, arg *uint8, alph
 //go:noescape
 func winoInTAVX(dst *float32, ldd int, dv *float32, ldv, c, n int)
 
+//go:noescape
+func winoOutAVX(dst *float32, ldd int, m *float32, ldm, c, flags, n int)
+
 var avx2Impl = impl{
 	name: "avx2", gemm: gemmcore.Kernels[float32]{Full: kern16AVX2, Half: kern8AVX2, Transpose8: transpose8AVX},
 	exp: expAVX, tanh: tanhAVX, coupling: couplingAVX, couplingGrad: couplingGradAVX, rowSums: rowSumsAVX,
 	toFloat32: toFloat32AVX, toFloat64: toFloat64AVX, addToFloat64: addToFloat64AVX,
 	maxPool4: maxPool4AVX, maskedMaxPool4: maskedMaxPool4AVX, unpool4: unpool4AVX, bernoulli: bernoulliAVX,
 	winoIn: winoInAVX, winoOutPool: winoOutPoolAVX, winoGradOut: winoGradOutAVX, winoInT: winoInTAVX,
+	winoOut: winoOutAVX,
 }
 
 // avx512Impl is avx2Impl with the AVX-512 product kernel for full panels

@@ -37,6 +37,7 @@ type impl struct {
 	winoOutPool func(out *float32, arg *uint8, m *float32, ldm int, bias *float32, alpha float32, mask *float32, nmask, flags, n int)
 	winoGradOut func(dm *float32, ldm int, db, gv, out *float32, arg *uint8, alpha float32, n int)
 	winoInT     func(dst *float32, ldd int, dv *float32, ldv, c, n int)
+	winoOut     func(dst *float32, ldd int, m *float32, ldm, c, flags, n int)
 }
 
 var (

@@ -20,12 +20,15 @@ import "github.com/mkbench/mkbench/engine/internal/gemmcore"
 // both evaluate the same expressions in the same order without FMA, so
 // their results are identical.
 
-// Flags of WinoOutPool: the 2×2 output tile sticks out of the image at the
-// right or at the bottom (an odd width or height); its missing cells take
-// no part in the pooling.
+// Flags of WinoOutPool and WinoOut: the 2×2 output tile sticks out of the
+// image at the right or at the bottom (an odd width or height); its
+// missing cells take no part in the pooling, and WinoOut does not touch
+// them. WinoAdd makes WinoOut add its outputs to dst instead of writing
+// them.
 const (
 	WinoNoCol1 = 1 << iota
 	WinoNoRow1
+	WinoAdd
 )
 
 // WinoIn computes V = Bᵀ d B for one tile and c channels: cell (a, b) of
@@ -108,17 +111,7 @@ func WinoOutPoolGo[F gemmcore.Float](out []F, arg []uint8, m []F, ldm int, bias 
 func winoOutPoolFrom[F gemmcore.Float](out []F, arg []uint8, m []F, ldm int, bias []F, alpha F, mask []F, flags, k0 int) {
 	n := len(out)
 	for k := k0; k < n; k++ {
-		var t [2][4]F
-		for s := 0; s < 4; s++ {
-			m0, m1, m2, m3 := m[s*ldm+k], m[(4+s)*ldm+k], m[(8+s)*ldm+k], m[(12+s)*ldm+k]
-			t[0][s] = (m0 + m1) + m2
-			t[1][s] = (m1 - m2) - m3
-		}
-		var y [4]F
-		for r := 0; r < 2; r++ {
-			y[2*r] = (t[r][0] + t[r][1]) + t[r][2]
-			y[2*r+1] = (t[r][1] - t[r][2]) - t[r][3]
-		}
+		y := winoOutTile(m, ldm, k)
 		for q := range y {
 			v := (y[q] + bias[k]) * alpha
 			if v < 0 {
@@ -143,6 +136,88 @@ func winoOutPoolFrom[F gemmcore.Float](out []F, arg []uint8, m []F, ldm int, bia
 		}
 		out[k], arg[k] = mx, a
 	}
+}
+
+// WinoOut is the plain output transform for one tile and n filters: with
+// M[ξ][k] = m[ξ·ldm + k] it computes Y = Aᵀ M A in the order WinoOutPool
+// does and writes (WinoAdd: adds) Y[a][b][k] to dst[a·ldd + b·n + k], for
+// the cells the flags do not mark missing.
+func WinoOut(dst []float32, ldd int, m []float32, ldm, n, flags int) {
+	if n == 0 {
+		return
+	}
+	_ = m[15*ldm+n-1]
+	_ = dst[winoOutLast(ldd, n, flags)]
+	k0 := 0
+	if f := active.winoOut; f != nil && n >= 8 {
+		k0 = n &^ 7
+		f(&dst[0], ldd, &m[0], ldm, n, flags, k0)
+	}
+	winoOutFrom(dst, ldd, m, ldm, n, flags, k0)
+}
+
+// winoOutLast is the index of the last element WinoOut touches.
+func winoOutLast(ldd, n, flags int) int {
+	last := n - 1
+	if flags&WinoNoCol1 == 0 {
+		last += n
+	}
+	if flags&WinoNoRow1 == 0 {
+		last += ldd
+	}
+	return last
+}
+
+// WinoOutGo is WinoOut in portable Go for either precision.
+func WinoOutGo[F gemmcore.Float](dst []F, ldd int, m []F, ldm, n, flags int) {
+	if n > 0 {
+		_ = dst[winoOutLast(ldd, n, flags)]
+	}
+	winoOutFrom(dst, ldd, m, ldm, n, flags, 0)
+}
+
+// winoOutFrom is WinoOut's portable loop over filters k0..n-1.
+func winoOutFrom[F gemmcore.Float](dst []F, ldd int, m []F, ldm, n, flags, k0 int) {
+	for k := k0; k < n; k++ {
+		y := winoOutTile(m, ldm, k)
+		for r := 0; r < 2; r++ {
+			if r == 1 && flags&WinoNoRow1 != 0 {
+				break
+			}
+			y0, y1 := y[2*r], y[2*r+1]
+			d := dst[r*ldd:]
+			if flags&WinoAdd != 0 {
+				d[k] += y0
+			} else {
+				d[k] = y0
+			}
+			if flags&WinoNoCol1 != 0 {
+				continue
+			}
+			if flags&WinoAdd != 0 {
+				d[n+k] += y1
+			} else {
+				d[n+k] = y1
+			}
+		}
+	}
+}
+
+// winoOutTile is Y = Aᵀ M A for filter k, cells in the order (0,0), (0,1),
+// (1,0), (1,1), evaluated as the assembly's WOXFORM does.
+func winoOutTile[F gemmcore.Float](m []F, ldm, k int) [4]F {
+	var t [2][4]F
+	for s := 0; s < 4; s++ {
+		m0, m1, m2, m3 := m[s*ldm+k], m[(4+s)*ldm+k], m[(8+s)*ldm+k], m[(12+s)*ldm+k]
+		t[0][s] = (m0 + m1) + m2
+		t[1][s] = (m1 - m2) - m3
+	}
+	var y [4]F
+	for r := 0; r < 2; r++ {
+		y[2*r] = (t[r][0] + t[r][1]) + t[r][2]
+		y[2*r+1] = (t[r][1] - t[r][2]) - t[r][3]
+	}
+	return y
 }
 
 // winoColA[i] is column i of A: the transformed gradient of a 2×2 tile

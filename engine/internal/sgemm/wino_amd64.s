@@ -127,6 +127,48 @@ wiloop:
 	VMOVUPS Y4, (AX)(R13*1); \
 	ADDQ    SI, AX
 
+// WOXFORM computes the output transform Y = Aᵀ M A of 8 filters: with R8
+// at M[0], BX ldm and DX 3·ldm (bytes), T2[0][s] = (M0s + M1s) + M2s in
+// Y0-Y3 and T2[1][s] = (M1s - M2s) - M3s in Y4-Y7, then Y[r][0] = (T2r0 +
+// T2r1) + T2r2 and Y[r][1] = (T2r1 - T2r2) - T2r3: cells 0 and 1 in Y0 and
+// Y3, cells 2 and 3 in Y4 and Y7. R9, Y1, Y2, Y5, Y6 and Y14 are clobbered.
+#define WOXFORM \
+	VMOVUPS (R8), Y0; \
+	VMOVUPS (R8)(BX*1), Y1; \
+	VMOVUPS (R8)(BX*2), Y2; \
+	VMOVUPS (R8)(DX*1), Y3; \
+	LEAQ    (R8)(BX*4), R9; \
+	VADDPS  (R9), Y0, Y0; \
+	VADDPS  (R9)(BX*1), Y1, Y1; \
+	VADDPS  (R9)(BX*2), Y2, Y2; \
+	VADDPS  (R9)(DX*1), Y3, Y3; \
+	VMOVUPS (R9), Y4; \
+	VMOVUPS (R9)(BX*1), Y5; \
+	VMOVUPS (R9)(BX*2), Y6; \
+	VMOVUPS (R9)(DX*1), Y7; \
+	LEAQ    (R9)(BX*4), R9; \
+	VADDPS  (R9), Y0, Y0; \
+	VADDPS  (R9)(BX*1), Y1, Y1; \
+	VADDPS  (R9)(BX*2), Y2, Y2; \
+	VADDPS  (R9)(DX*1), Y3, Y3; \
+	VSUBPS  (R9), Y4, Y4; \
+	VSUBPS  (R9)(BX*1), Y5, Y5; \
+	VSUBPS  (R9)(BX*2), Y6, Y6; \
+	VSUBPS  (R9)(DX*1), Y7, Y7; \
+	LEAQ    (R9)(BX*4), R9; \
+	VSUBPS  (R9), Y4, Y4; \
+	VSUBPS  (R9)(BX*1), Y5, Y5; \
+	VSUBPS  (R9)(BX*2), Y6, Y6; \
+	VSUBPS  (R9)(DX*1), Y7, Y7; \
+	VSUBPS Y2, Y1, Y14; \
+	VSUBPS Y3, Y14, Y3; \
+	VADDPS Y1, Y0, Y0; \
+	VADDPS Y2, Y0, Y0; \
+	VSUBPS Y6, Y5, Y14; \
+	VSUBPS Y7, Y14, Y7; \
+	VADDPS Y5, Y4, Y4; \
+	VADDPS Y6, Y4, Y4
+
 // EPI applies bias (Y8), alpha (Y9), the ReLU (Y10 = 0) and, if the flag
 // in R14 says so, the mask at addr to the cell in y.
 #define EPI(y, addr, skip) \
@@ -188,44 +230,7 @@ wonomask:
 	XORQ AX, AX
 
 woloop:
-	// T2[0][s] = (M0s + M1s) + M2s in Y0-Y3, T2[1][s] = (M1s - M2s) - M3s
-	// in Y4-Y7.
-	VMOVUPS (R8), Y0
-	VMOVUPS (R8)(BX*1), Y1
-	VMOVUPS (R8)(BX*2), Y2
-	VMOVUPS (R8)(DX*1), Y3
-	LEAQ    (R8)(BX*4), R9
-	VADDPS  (R9), Y0, Y0
-	VADDPS  (R9)(BX*1), Y1, Y1
-	VADDPS  (R9)(BX*2), Y2, Y2
-	VADDPS  (R9)(DX*1), Y3, Y3
-	VMOVUPS (R9), Y4
-	VMOVUPS (R9)(BX*1), Y5
-	VMOVUPS (R9)(BX*2), Y6
-	VMOVUPS (R9)(DX*1), Y7
-	LEAQ    (R9)(BX*4), R9
-	VADDPS  (R9), Y0, Y0
-	VADDPS  (R9)(BX*1), Y1, Y1
-	VADDPS  (R9)(BX*2), Y2, Y2
-	VADDPS  (R9)(DX*1), Y3, Y3
-	VSUBPS  (R9), Y4, Y4
-	VSUBPS  (R9)(BX*1), Y5, Y5
-	VSUBPS  (R9)(BX*2), Y6, Y6
-	VSUBPS  (R9)(DX*1), Y7, Y7
-	LEAQ    (R9)(BX*4), R9
-	VSUBPS  (R9), Y4, Y4
-	VSUBPS  (R9)(BX*1), Y5, Y5
-	VSUBPS  (R9)(BX*2), Y6, Y6
-	VSUBPS  (R9)(DX*1), Y7, Y7
-	// Y[r][0] = (T2r0 + T2r1) + T2r2, Y[r][1] = (T2r1 - T2r2) - T2r3.
-	VSUBPS Y2, Y1, Y14
-	VSUBPS Y3, Y14, Y3
-	VADDPS Y1, Y0, Y0
-	VADDPS Y2, Y0, Y0
-	VSUBPS Y6, Y5, Y14
-	VSUBPS Y7, Y14, Y7
-	VADDPS Y5, Y4, Y4
-	VADDPS Y6, Y4, Y4
+	WOXFORM
 	VMOVUPS (R12)(AX*4), Y8
 	EPI(Y0, (R13), woe0)
 	EPI(Y3, (R13)(R11*1), woe1)
@@ -393,5 +398,62 @@ wtloop:
 	ADDQ $32, DI
 	SUBQ $8, CX
 	JNZ  wtloop
+	VZEROUPPER
+	RET
+
+// WOSTORE writes (bit 4 of R14: adds) the cell in y to addr.
+#define WOSTORE(y, addr, plain) \
+	TESTQ   $4, R14; \
+	JZ      plain; \
+	VADDPS  addr, y, y; \
+plain: \
+	VMOVUPS y, addr
+
+// func winoOutAVX(dst *float32, ldd int, m *float32, ldm, c, flags, n int)
+//
+// c is the distance between the cells (0, 0) and (0, 1), the tile's filter
+// count; n the leading multiple of 8 of it, the filters done here.
+// AX the filter index, BX ldm and DX 3·ldm (bytes), R8 the M cursor and R9
+// the row of ξ matrices being read; DI, R12, R13 and SI the cells (0, 0),
+// (0, 1), (1, 0) and (1, 1) of the tile; R14 the flags. WOXFORM computes the
+// outputs into Y0, Y3 (cells 0 and 1) and Y4, Y7 (cells 2 and 3), as in
+// winoOutPoolAVX.
+TEXT ·winoOutAVX(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R11
+	SHLQ $2, R11
+	MOVQ m+16(FP), R8
+	MOVQ ldm+24(FP), BX
+	SHLQ $2, BX
+	LEAQ (BX)(BX*2), DX
+	MOVQ c+32(FP), R10
+	MOVQ flags+40(FP), R14
+	MOVQ n+48(FP), CX
+	SHLQ $2, R10
+	LEAQ (DI)(R10*1), R12
+	LEAQ (DI)(R11*1), R13
+	LEAQ (R13)(R10*1), SI
+	XORQ AX, AX
+
+wxloop:
+	WOXFORM
+	WOSTORE(Y0, (DI)(AX*4), wxs0)
+	TESTQ   $1, R14
+	JNZ     wxnocol
+	WOSTORE(Y3, (R12)(AX*4), wxs1)
+
+wxnocol:
+	TESTQ   $2, R14
+	JNZ     wxnext
+	WOSTORE(Y4, (R13)(AX*4), wxs2)
+	TESTQ   $1, R14
+	JNZ     wxnext
+	WOSTORE(Y7, (SI)(AX*4), wxs3)
+
+wxnext:
+	ADDQ $32, R8
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JLT  wxloop
 	VZEROUPPER
 	RET

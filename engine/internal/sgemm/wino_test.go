@@ -318,3 +318,51 @@ func TestWinoGoMatchesKernels(t *testing.T) {
 		}
 	}
 }
+
+// WinoOut computes Aᵀ M A (checked in float64 against the definition),
+// writes or adds only the cells the flags leave, and gives the same bytes
+// with every kernel set.
+func TestWinoOut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 15))
+	for _, n := range winoChannels {
+		ldm, ldd := n+3, 3*n+5
+		m := winoRand(rng, 15*ldm+n)
+		base := winoRand(rng, ldd+2*n)
+		for flags := 0; flags < 8; flags++ {
+			winoSame(t, "WinoOut", func() [][]float32 {
+				dst := slices.Clone(base)
+				WinoOut(dst, ldd, m, ldm, n, flags)
+				for i, v := range dst {
+					a, rest := i/ldd, i%ldd
+					b, k := rest/n, rest%n
+					old := float64(base[i])
+					if rest >= 2*n || b == 1 && flags&WinoNoCol1 != 0 || a == 1 && flags&WinoNoRow1 != 0 {
+						if v != base[i] {
+							t.Fatalf("n=%d flags=%d: element %d outside the tile's cells changed", n, flags, i)
+						}
+						continue
+					}
+					want := 0.0
+					for r := 0; r < 4; r++ {
+						for s := 0; s < 4; s++ {
+							want += winoAT[a][r] * float64(m[(4*r+s)*ldm+k]) * winoAT[b][s]
+						}
+					}
+					if flags&WinoAdd != 0 {
+						want += old
+					}
+					if math.Abs(float64(v)-want) > 1e-5*(1+math.Abs(want)) {
+						t.Fatalf("n=%d flags=%d: cell (%d,%d) filter %d = %g, want %g", n, flags, a, b, k, v, want)
+					}
+				}
+				return [][]float32{dst}
+			})
+			d1, d2 := slices.Clone(base), slices.Clone(base)
+			WinoOut(d1, ldd, m, ldm, n, flags)
+			WinoOutGo(d2, ldd, m, ldm, n, flags)
+			if !slices.Equal(d1, d2) {
+				t.Errorf("n=%d flags=%d: WinoOutGo differs from WinoOut", n, flags)
+			}
+		}
+	}
+}
