@@ -6,10 +6,10 @@
 // Files go by piece and responsibility: a piece's spec (flow_spec.go,
 // conv_spec.go, resnet_spec.go), its kernel (flow_kernel.go and
 // flow_backward.go, conv.go, conv_wino.go and conv_math.go, resnet.go,
-// resnet_backward.go and resnet_conv.go with batchnorm.go, krr.go, lstm.go,
-// rff.go, rbf.go, attention.go), its gorgonia ops (flow_op.go, conv_op.go,
-// resnet_op.go, krr_op.go, lstm_op.go; the smaller pieces keep kernel and
-// op in one file), and its float64 reference in the tests
+// resnet_backward.go, resnet_conv.go and resnet_wino.go with batchnorm.go,
+// krr.go, lstm.go, rff.go, rbf.go, attention.go), its gorgonia ops
+// (flow_op.go, conv_op.go, resnet_op.go, krr_op.go, lstm_op.go; the smaller
+// pieces keep kernel and op in one file), and its float64 reference in the tests
 // (flow_ref_test.go, conv_ref_test.go, resnet_ref_test.go). The flow and
 // the convolutions share their float32/float64 helpers (float.go).
 // The small ops of the ELBO and the graph plumbing (dense.go, gauss.go,

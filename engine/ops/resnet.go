@@ -401,7 +401,9 @@ func (k *resCore[F]) fold(run []BNStats) {
 
 // ResNetKernel evaluates a ResNetSpec network on plain float64 slices,
 // keeping what Backward needs. It computes in float32 with
-// internal/sgemm's kernels (im2col products; conv_math.go's helpers), or
+// internal/sgemm's kernels (im2col products, and Winograd F(2×2, 3×3) for
+// the 3×3 stride-1 layers on maps of 4 pixels a side and more, forward and
+// input gradient: resnet_wino.go; conv_math.go's helpers), or
 // in float64 after UseFloat64, which the finite-difference tests check;
 // float32 agrees with it to ~1e-5 relative. Results are bit-identical for
 // any GOMAXPROCS. A kernel made from a pool with a device (Pool.SetDevice)

@@ -30,8 +30,12 @@ import "github.com/mkbench/mkbench/engine/internal/sgemm"
 const resWinoTiles = 128
 
 // resWinoMinMap is the smallest map side (the smaller of height and width)
-// that runs by Winograd.
-const resWinoMinMap = 3
+// that runs by Winograd. Measured on ResNet-18 at 84×84 (BenchmarkResNet18Parts,
+// docs/cpu-backbones.md): Winograd is faster at 21², 11² and 6², slower at
+// 3², where 2×2 tiles cover 16 cells for 9 pixels (a gain of 1.27 in
+// multiplications, not 2.25) and the transforms' passes cost more than
+// that saves; those layers stay im2col.
+const resWinoMinMap = 4
 
 // resWinoRot[ξ] is the ξ of the forward's transformed filter that the
 // rotated filter has at ξ: ξ = 4r + s ↦ 4π(r) + π(s), π swapping 0 and 3.

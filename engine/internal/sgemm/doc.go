@@ -3,7 +3,8 @@
 // optional fused epilogue (row bias, ReLU, zero mask), plus the element-wise
 // kernels the coupling flow runs between its products (fast float32 tanh
 // and exp, the affine-coupling step and its gradient, row sums, transposes,
-// float64 conversions).
+// float64 conversions) and the convolutions' (2×2 pooling, dropout masks,
+// the tile transforms of Winograd's F(2×2, 3×3) in wino.go).
 //
 // The products that occur in the engine are small (every dimension among
 // 20…128), so the design favours low fixed costs over large-matrix
