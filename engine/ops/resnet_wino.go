@@ -18,23 +18,24 @@ import "github.com/mkbench/mkbench/engine/internal/sgemm"
 // forward's transformed filters at permuted ξ (resWinoRot), with no
 // transform of their own. The weight gradient stays im2col: summed in
 // float64 over the batch in fixed units, it would need the Winograd
-// domain's partials kept per unit and transformed back, for a part that
-// is not the largest of these layers.
+// domain's partials kept per unit and ξ and transformed back; now the
+// largest part of these layers, it is the next step (docs/cpu-backbones.md,
+// "What is left").
 //
 // Which layers take this path (resWinoMinMap) was decided by measurement
 // with BenchmarkResNet18Parts: see docs/cpu-backbones.md.
 
 // resWinoTiles is the number of tiles one group's products should have at
 // least: small maps are batched over images, as resGroupRows does for
-// im2col products.
+// im2col products. 64 and 256 measured no different.
 const resWinoTiles = 128
 
 // resWinoMinMap is the smallest map side (the smaller of height and width)
-// that runs by Winograd. Measured on ResNet-18 at 84×84 (BenchmarkResNet18Parts,
-// docs/cpu-backbones.md): Winograd is faster at 21², 11² and 6², slower at
-// 3², where 2×2 tiles cover 16 cells for 9 pixels (a gain of 1.27 in
-// multiplications, not 2.25) and the transforms' passes cost more than
-// that saves; those layers stay im2col.
+// that runs by Winograd. Measured on ResNet-18 at 84×84
+// (BenchmarkResNet18Parts, docs/cpu-backbones.md): faster at 21², 11², 6²,
+// slower at 3², where 2×2 tiles cover 16 cells for 9 pixels (a gain of
+// 1.27 in multiplications, not 2.25) and the transforms' passes cost more
+// than that saves; those layers stay im2col.
 const resWinoMinMap = 4
 
 // resWinoRot[ξ] is the ξ of the forward's transformed filter that the
