@@ -13,9 +13,9 @@
 //     loaders depend on it alone) and internal/runfile (atomic writes,
 //     JSON-lines logs and bounded, link-refusing reads of a run directory).
 //   - engine/internal/dgemm, sgemm, gemmcore: our BLAS-level kernels in
-//     float64 and float32 (AVX2/FMA assembly with portable twins), and
-//     engine/internal/vecmath, the other four-lane kernels (Adam, Sincos,
-//     the step's noise).
+//     float64 and float32 (AVX2/FMA assembly, sgemm also AVX-512, with
+//     portable twins), and engine/internal/vecmath, the other four-lane
+//     kernels (Adam, Sincos, the step's noise).
 //   - engine/ops: the numerics of the model as plain kernels on float64
 //     slices and as gorgonia ops with hand-written, finite-difference checked
 //     gradients (coupling flow, convolutional ψ, ResNet-18 ψ with batch

@@ -38,9 +38,9 @@
 // each.
 //
 // The coupling flow and the convolutions, the largest costs, compute in
-// float32 with the AVX2/FMA kernels of internal/sgemm; their float64
-// instantiation of the same code (UseFloat64) is what the finite-difference
-// tests check. Everything else computes in float64, its matrix products on
+// float32 with the AVX2/FMA (or, with the same bytes, AVX-512) kernels of
+// internal/sgemm; their float64 instantiation of the same code
+// (UseFloat64) is what the finite-difference tests check. Everything else computes in float64, its matrix products on
 // our dgemm, directly or through gonum's and gorgonia's BLAS once
 // UseFastBLAS has installed it there.
 //
