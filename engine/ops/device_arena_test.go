@@ -119,10 +119,21 @@ func runArenaEpisodes(t *testing.T, dev *opencl.Device, eps []arenaEpisode) (all
 // device holds about what the largest episode alone needs, not the sum
 // over shapes (each graph's op has a kernel of its own).
 func TestDeviceArenaVaryingEpisodes(t *testing.T) {
+	checkArenaReuse(t, arenaEpisodes(30, 7), func(dev *opencl.Device, eps []arenaEpisode) ([]int64, int64) {
+		return runArenaEpisodes(t, dev, eps)
+	})
+}
+
+// checkArenaReuse runs eps through run on a test device and fails t if an
+// episode no larger than one before it made a device buffer, or if the
+// device holds more than 1.1× what the largest episode alone needs (run
+// on a fresh device). run returns the device's allocation count after
+// each episode and the bytes it holds at the end.
+func checkArenaReuse(t *testing.T, eps []arenaEpisode, run func(dev *opencl.Device, eps []arenaEpisode) (allocs []int64, live int64)) {
+	t.Helper()
 	dev := testDevice(t)
-	eps := arenaEpisodes(30, 7)
 	base := dev.MemStats()
-	allocs, live := runArenaEpisodes(t, dev, eps)
+	allocs, live := run(dev, eps)
 	live -= base.Live
 	big := eps[0]
 	for _, e := range eps {
@@ -130,12 +141,9 @@ func TestDeviceArenaVaryingEpisodes(t *testing.T) {
 			big = e
 		}
 	}
-	largest := big.support + big.query
-	// The largest episode alone, on a fresh device.
-	ref := testDevice(t)
-	_, alone := runArenaEpisodes(t, ref, []arenaEpisode{big})
+	_, alone := run(testDevice(t), []arenaEpisode{big})
 	t.Logf("after %d episodes (%d–%d images): %d buffers made, %d bytes held; the largest episode alone: %d bytes",
-		len(eps), minImages(eps), largest, allocs[len(allocs)-1]-base.Allocs, live, alone)
+		len(eps), minImages(eps), big.support+big.query, allocs[len(allocs)-1]-base.Allocs, live, alone)
 	top := 0
 	for i, e := range eps {
 		n := e.support + e.query
@@ -242,7 +250,6 @@ func (p *convProblem) backward(t testing.TB, k *ConvKernel) (gws, gbs [][]float6
 // and backward); once the largest episode has run, no episode allocates,
 // and the device holds what the largest episode alone needs.
 func TestDeviceArenaVaryingResNet(t *testing.T) {
-	dev := testDevice(t)
 	spec := ResNetSpec{Channels: 3, Height: 16, Width: 16, Widths: [4]int{4, 4, 8, 8}, Out: 4}
 	run := func(dev *opencl.Device, eps []arenaEpisode) (allocs []int64, live int64) {
 		pool := &Pool{}
@@ -264,28 +271,5 @@ func TestDeviceArenaVaryingResNet(t *testing.T) {
 		}
 		return allocs, dev.MemStats().Live
 	}
-	eps := arenaEpisodes(12, 8)
-	base := dev.MemStats()
-	allocs, live := run(dev, eps)
-	live -= base.Live
-	big := eps[0]
-	for _, e := range eps {
-		if e.support+e.query > big.support+big.query {
-			big = e
-		}
-	}
-	_, alone := run(testDevice(t), []arenaEpisode{big})
-	t.Logf("after %d episodes (%d–%d images): %d buffers made, %d bytes held; the largest episode alone: %d bytes",
-		len(eps), minImages(eps), big.support+big.query, allocs[len(allocs)-1]-base.Allocs, live, alone)
-	top := 0
-	for i, e := range eps {
-		n := e.support + e.query
-		if i > 0 && n <= top && allocs[i] != allocs[i-1] {
-			t.Errorf("episode %d (%d images, %d seen before) made %d device buffers", i, n, top, allocs[i]-allocs[i-1])
-		}
-		top = max(top, n)
-	}
-	if float64(live) > 1.1*float64(alone) {
-		t.Errorf("the device holds %d bytes after %d episodes, the largest alone %d: want at most 1.1×", live, len(eps), alone)
-	}
+	checkArenaReuse(t, arenaEpisodes(12, 8), run)
 }
