@@ -379,27 +379,24 @@ func (s *ResidentStore) GradNormSq() (float64, error) {
 // gradient GradNormSq summed, then writes the float32 weights the next
 // passes read. Nothing comes back.
 func (s *ResidentStore) Adam(steps []AdamStep) error {
-	if len(steps) != len(s.lens) {
-		return fmt.Errorf("resident: %d Adam steps for %d tensors", len(steps), len(s.lens))
-	}
-	s.snapOK = false
-	for i, st := range steps {
-		if err := s.adam(s.ranges[i][0], s.ranges[i][1], st); err != nil {
-			return err
-		}
-	}
-	return s.lay.packWeights()
+	return s.updateAll("Adam", len(steps), func(i, off, n int) error { return s.adam(off, n, steps[i]) })
 }
 
 // SGD is Adam's twin for SGD with momentum (the first moment being the
 // velocity).
 func (s *ResidentStore) SGD(steps []SGDStep) error {
-	if len(steps) != len(s.lens) {
-		return fmt.Errorf("resident: %d SGD steps for %d tensors", len(steps), len(s.lens))
+	return s.updateAll("SGD", len(steps), func(i, off, n int) error { return s.sgd(off, n, steps[i]) })
+}
+
+// updateAll runs update on each resident tensor i (its values off…off+n)
+// for an optimizer given steps steps, then writes the float32 weights.
+func (s *ResidentStore) updateAll(what string, steps int, update func(i, off, n int) error) error {
+	if steps != len(s.lens) {
+		return fmt.Errorf("resident: %d %s steps for %d tensors", steps, what, len(s.lens))
 	}
 	s.snapOK = false
-	for i, st := range steps {
-		if err := s.sgd(s.ranges[i][0], s.ranges[i][1], st); err != nil {
+	for i, r := range s.ranges {
+		if err := update(i, r[0], r[1]); err != nil {
 			return err
 		}
 	}
