@@ -20,7 +20,7 @@ import "github.com/mkbench/mkbench/engine/internal/sgemm"
 // float64 over the batch in fixed units, it would need the Winograd
 // domain's partials kept per unit and ξ and transformed back; now the
 // largest part of these layers, it is the next step (docs/cpu-backbones.md,
-// "What is left").
+// "What more time would buy").
 //
 // Which layers take this path (resWinoMinMap) was decided by measurement
 // with BenchmarkResNet18Parts: see docs/cpu-backbones.md.
