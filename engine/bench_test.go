@@ -10,7 +10,6 @@ import (
 	"github.com/mkbench/mkbench/engine/ops"
 	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/task"
-	"github.com/mkbench/mkbench/internal/testutil"
 )
 
 // sineLike is a stand-in for datasets.Sine (engine tests cannot import
@@ -283,22 +282,9 @@ func BenchmarkMetaDatasetLikeStepDevice(b *testing.B) {
 	benchStepOn(b, mdLikeConfig(), mdLike{new(atomic.Uint64)}, dev, len(mdLikeShapes))
 }
 
-// benchDevice opens the first OpenCL device and makes the engine use it
-// until the benchmark ends; it skips without a platform.
+// benchDevice is testDeviceInUse for a benchmark, which logs the device.
 func benchDevice(b *testing.B) *opencl.Device {
-	sel, err := opencl.ParseSelection("opencl")
-	if err != nil {
-		b.Fatal(err)
-	}
-	dev, _, err := opencl.Open(sel)
-	if err == nil {
-		err = opencl.LoadCLBlast()
-	}
-	if err != nil {
-		testutil.OpenCL(b, err)
-	}
-	UseDevice(dev)
-	b.Cleanup(func() { UseDevice(nil); dev.Close() })
+	dev := testDeviceInUse(b)
 	b.Logf("device %s", DeviceLabel())
 	return dev
 }

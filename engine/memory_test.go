@@ -165,23 +165,33 @@ func liveHeapMiB() float64 {
 	return low
 }
 
-// testDeviceInUse makes the first OpenCL device (PoCL here and in CI) the
-// process's for the test, or skips (fails with CI=true) saying why.
-func testDeviceInUse(t *testing.T) *opencl.Device {
-	t.Helper()
+// openTestDevice opens the first OpenCL device (PoCL here and in CI) with
+// CLBlast for the test or benchmark, or skips it (fails it with CI=true)
+// saying why; at its end the engine is back on the CPU and the device
+// closed.
+func openTestDevice(tb testing.TB) *opencl.Device {
+	tb.Helper()
 	sel, err := opencl.ParseSelection("opencl")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	dev, _, err := opencl.Open(sel)
 	if err == nil {
 		err = opencl.LoadCLBlast()
 	}
 	if err != nil {
-		testutil.OpenCL(t, err)
+		testutil.OpenCL(tb, err)
 	}
+	tb.Cleanup(func() { UseDevice(nil); dev.Close() })
+	return dev
+}
+
+// testDeviceInUse is openTestDevice's device, made the process's for the
+// test.
+func testDeviceInUse(tb testing.TB) *opencl.Device {
+	tb.Helper()
+	dev := openTestDevice(tb)
 	UseDevice(dev)
-	t.Cleanup(func() { UseDevice(nil) })
 	return dev
 }
 

@@ -11,25 +11,15 @@ import (
 
 	"github.com/mkbench/mkbench/internal/opencl"
 	"github.com/mkbench/mkbench/internal/task"
-	"github.com/mkbench/mkbench/internal/testutil"
 )
 
-// residentDevice opens the first OpenCL device for the test and makes it
-// the process's; it skips without one (fails with CI=true).
+// residentDevice is openTestDevice's device, for tests that choose per
+// model whether the engine uses it; residentOff is back to false at the
+// end.
 func residentDevice(tb testing.TB) *opencl.Device {
 	tb.Helper()
-	sel, err := opencl.ParseSelection("opencl")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	dev, _, err := opencl.Open(sel)
-	if err == nil {
-		err = opencl.LoadCLBlast()
-	}
-	if err != nil {
-		testutil.OpenCL(tb, err)
-	}
-	tb.Cleanup(func() { UseDevice(nil); residentOff = false; dev.Close() })
+	dev := openTestDevice(tb)
+	tb.Cleanup(func() { residentOff = false })
 	return dev
 }
 
